@@ -1,0 +1,30 @@
+"""Errors raised by the forecasting core.
+
+Every message names the argument or column at fault and echoes the offending value, so a
+user can fix the input without reading the code.
+"""
+
+from __future__ import annotations
+
+
+class PrewarmError(Exception):
+    """Base class of every error prewarm raises on purpose."""
+
+
+class DataValidationError(PrewarmError, ValueError):
+    """The input frame breaks the data contract (see :mod:`forecaster.frame`)."""
+
+
+class ConfigError(PrewarmError, ValueError):
+    """A parameter, feature declaration or duration is invalid."""
+
+
+class NotEnoughHistoryError(DataValidationError):
+    """A series is too short for the requested windows, lags or evaluation period."""
+
+
+class UnknownNameError(ConfigError, KeyError):
+    """A registry lookup failed; the message lists the valid names."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""

@@ -1,0 +1,40 @@
+"""``prewarm`` console script.
+
+Each subcommand lives in its own module and imports heavy dependencies (LightGBM, MLflow,
+uvicorn) only when it runs, so ``prewarm --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import click
+
+from prewarm import __version__
+
+# name -> "module:attribute" of a click command; one line per subcommand.
+COMMANDS: dict[str, str] = {
+    "evaluate": "prewarm.evaluate:evaluate",
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attribute = target.split(":")
+        module = __import__(module_name, fromlist=[attribute])
+        command: click.Command = getattr(module, attribute)
+        return command
+
+
+@click.group(cls=_LazyGroup)
+@click.version_option(__version__, prog_name="prewarm")
+def cli() -> None:
+    """Predictive autoscaling for GPU inference."""
+
+
+def main() -> None:
+    cli()
