@@ -1,0 +1,87 @@
+"""Errors raised by the serving layer.
+
+Each error that can reach a client carries the HTTP status it maps to, so the app needs one
+exception handler (see :func:`serving.k8s.status_from_error`) and clients never see a
+traceback. Messages name the argument at fault and echo the offending value.
+"""
+
+from __future__ import annotations
+
+from forecaster.exceptions import PrewarmError
+
+
+class ServingError(PrewarmError):
+    """Base class of the serving errors; maps to HTTP 500 unless a subclass says otherwise."""
+
+    http_status: int = 500
+
+
+class QuantityError(ServingError, ValueError):
+    """A value cannot be written as a Kubernetes ``resource.Quantity`` (NaN, inf, negative...)."""
+
+
+class SelectorError(ServingError, ValueError):
+    """A label selector is malformed or does not pick exactly one workload (HTTP 400).
+
+    Parameters
+    ----------
+    message : str
+        Full explanation, naming the selector.
+    selector : str
+        The selector text as received (after URL decoding).
+    position : int or None
+        0-based character offset of the problem in ``selector``, when it has one.
+    """
+
+    http_status = 400
+
+    def __init__(self, message: str, *, selector: str, position: int | None = None) -> None:
+        super().__init__(message)
+        self.selector = selector
+        self.position = position
+
+
+class UnknownMetricError(ServingError, LookupError):
+    """The requested external metric is not one prewarm serves (HTTP 404)."""
+
+    http_status = 404
+
+    def __init__(self, message: str, *, metric: str) -> None:
+        super().__init__(message)
+        self.metric = metric
+
+
+class UnknownWorkloadError(ServingError, LookupError):
+    """No workload with that name is configured (HTTP 404)."""
+
+    http_status = 404
+
+    def __init__(self, message: str, *, workload: str) -> None:
+        super().__init__(message)
+        self.workload = workload
+
+
+class AuthenticationError(ServingError):
+    """The request carries no credentials or wrong ones (HTTP 401)."""
+
+    http_status = 401
+
+
+class PermissionDeniedError(ServingError):
+    """The caller is authenticated but not allowed (HTTP 403)."""
+
+    http_status = 403
+
+
+class ForecastUnavailableError(ServingError):
+    """No trustworthy forecast right now: stale data, source error or failed prediction (503).
+
+    Answering 503 instead of a low number makes the HPA hold its current replica count and
+    lets KEDA's fallback apply.
+    """
+
+    http_status = 503
+
+
+class StubGenerationError(ServingError, RuntimeError):
+    """The gRPC stubs could not be generated from ``serving/proto/externalscaler.proto``."""
