@@ -1,8 +1,9 @@
 """Errors raised by the serving layer.
 
-Each error that can reach a client carries the HTTP status it maps to, so the app needs one
-exception handler (see :func:`serving.k8s.status_from_error`) and clients never see a
-traceback. Messages name the argument at fault and echo the offending value.
+Each error that can reach a client carries the HTTP status and the gRPC status code name it
+maps to, so the app needs one exception handler (see :func:`serving.k8s.status_from_error`),
+the gRPC servicer one ``context.abort(grpc.StatusCode[exc.grpc_code], str(exc))``, and
+clients never see a traceback. Messages name the argument at fault and echo the offending value.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ class ServingError(PrewarmError):
     """Base class of the serving errors; maps to HTTP 500 unless a subclass says otherwise."""
 
     http_status: int = 500
+    grpc_code: str = "INTERNAL"
 
 
 class QuantityError(ServingError, ValueError):
@@ -34,6 +36,7 @@ class SelectorError(ServingError, ValueError):
     """
 
     http_status = 400
+    grpc_code = "INVALID_ARGUMENT"
 
     def __init__(self, message: str, *, selector: str, position: int | None = None) -> None:
         super().__init__(message)
@@ -45,6 +48,7 @@ class UnknownMetricError(ServingError, LookupError):
     """The requested external metric is not one prewarm serves (HTTP 404)."""
 
     http_status = 404
+    grpc_code = "NOT_FOUND"
 
     def __init__(self, message: str, *, metric: str) -> None:
         super().__init__(message)
@@ -55,6 +59,7 @@ class UnknownWorkloadError(ServingError, LookupError):
     """No workload with that name is configured (HTTP 404)."""
 
     http_status = 404
+    grpc_code = "NOT_FOUND"
 
     def __init__(self, message: str, *, workload: str) -> None:
         super().__init__(message)
@@ -65,12 +70,14 @@ class AuthenticationError(ServingError):
     """The request carries no credentials or wrong ones (HTTP 401)."""
 
     http_status = 401
+    grpc_code = "UNAUTHENTICATED"
 
 
 class PermissionDeniedError(ServingError):
     """The caller is authenticated but not allowed (HTTP 403)."""
 
     http_status = 403
+    grpc_code = "PERMISSION_DENIED"
 
 
 class ForecastUnavailableError(ServingError):
@@ -81,6 +88,7 @@ class ForecastUnavailableError(ServingError):
     """
 
     http_status = 503
+    grpc_code = "UNAVAILABLE"
 
 
 class StubGenerationError(ServingError, RuntimeError):
