@@ -1,0 +1,46 @@
+"""The registry of forecast models: one name, one factory.
+
+>>> sorted(MODELS)
+['ewma', 'hist-gbm', 'last-value', 'lightgbm', 'seasonal-naive-daily', 'seasonal-naive-weekly']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from forecaster.exceptions import UnknownNameError
+from forecaster.models.base import BaseForecaster, quantile_column
+from forecaster.models.baseline import EWMA, LastValue, SeasonalNaive
+from forecaster.models.quantile_hgb import HistGradientBoostingQuantile
+from forecaster.models.quantile_lgbm import LightGBMQuantile
+
+MODELS: dict[str, Callable[..., BaseForecaster]] = {
+    "last-value": LastValue,
+    "ewma": EWMA,
+    "seasonal-naive-daily": partial(SeasonalNaive, season="1d"),
+    "seasonal-naive-weekly": partial(SeasonalNaive, season="7d"),
+    "lightgbm": LightGBMQuantile,
+    "hist-gbm": HistGradientBoostingQuantile,
+}
+
+
+def make_model(name: str, **params: Any) -> BaseForecaster:
+    """A new, unfitted model of registered ``name`` with ``params``.
+
+    Raises
+    ------
+    UnknownNameError
+        Listing the registered names.
+    """
+    try:
+        factory = MODELS[name]
+    except KeyError:
+        raise UnknownNameError(
+            f"unknown model {name!r}; registered models: {', '.join(sorted(MODELS))}"
+        ) from None
+    return factory(**params)
+
+
+__all__ = ["MODELS", "BaseForecaster", "make_model", "quantile_column"]

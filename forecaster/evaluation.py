@@ -1,0 +1,177 @@
+"""Rolling-origin evaluation: how good is each forecaster on this data, at this horizon?
+
+The same code scores prewarm's models and any peer wrapped to the forecaster protocol, so a
+comparison table is like for like: same origins, same refits, same metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+from sklearn.base import clone
+
+from forecaster.exceptions import NotEnoughHistoryError
+from forecaster.frame import DEFAULT_COLUMNS, Columns
+from forecaster.metrics import (
+    coverage,
+    mae,
+    peak_underforecast,
+    pinball_loss,
+    rmse,
+    seasonal_naive_scale,
+)
+from forecaster.models.base import quantile_column
+
+Progress = Callable[[str, int, int], None]
+
+
+class Forecaster(Protocol):
+    """What the evaluation needs of a model (every registered model satisfies it)."""
+
+    def fit(self, frame: pd.DataFrame) -> Any: ...
+
+    def predict(self, frame: pd.DataFrame, origins: pd.DatetimeIndex) -> pd.DataFrame: ...
+
+
+@dataclass(frozen=True)
+class RollingOrigin:
+    """Splits the last ``eval_cells`` of a grid into refit blocks of ``refit_every`` cells.
+
+    ::
+
+        history ............................| evaluation window
+        fit on ████████████████████████████ | o o o o o o            block 1
+        fit on ██████████████████████████████████████ | o o o o o o  block 2
+                                    each o: forecast at the horizon from data up to o
+
+    Every origin is forecast ``horizon`` cells ahead and scored against what arrived; the
+    model is refitted at the start of each block on all data up to that instant.
+    """
+
+    horizon: int
+    eval_cells: int
+    refit_every: int
+
+    def blocks(self, times: pd.DatetimeIndex) -> list[pd.DatetimeIndex]:
+        """Origins of each refit block, from the grid ``times`` (sorted, unique)."""
+        scoreable = times[: len(times) - self.horizon]
+        origins = scoreable[-self.eval_cells :]
+        if len(origins) == 0 or len(origins) >= len(scoreable):
+            raise NotEnoughHistoryError(
+                f"the evaluation window of {self.eval_cells} cells needs more history: the data "
+                f"has {len(times)} cells and the horizon is {self.horizon}"
+            )
+        return [origins[i : i + self.refit_every] for i in range(0, len(origins), self.refit_every)]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Scores per model, and every scored forecast beside its actual value."""
+
+    scores: pd.DataFrame
+    forecasts: pd.DataFrame
+    start: pd.Timestamp
+    end: pd.Timestamp
+    origins: int
+    horizon_seconds: int
+
+
+def evaluate(
+    frame: pd.DataFrame,
+    models: Mapping[str, Forecaster],
+    splitter: RollingOrigin,
+    *,
+    step: int,
+    season: int,
+    quantiles: Sequence[float] = (0.5, 0.9),
+    columns: Columns = DEFAULT_COLUMNS,
+    progress: Progress | None = None,
+) -> Evaluation:
+    """Walk every model forward over the splitter's blocks and score it.
+
+    Parameters
+    ----------
+    frame
+        Long frame on a grid of ``step`` seconds (NaN = gap).
+    models
+        Name -> unfitted forecaster, cloned for every block (anything with ``fit`` and
+        ``predict`` returning the long forecast format; estimators are cloned with
+        :func:`sklearn.base.clone`, other objects must be reusable across fits).
+    splitter
+        The rolling-origin folds.
+    step
+        Grid step in seconds.
+    season
+        Season in cells for MASE's seasonal naive scale (one day for sub-daily data).
+    quantiles
+        Quantile columns to score; every model must produce them.
+    progress
+        Called as ``progress(model, blocks_done, blocks_total)``.
+    """
+    times = pd.DatetimeIndex(np.sort(frame[columns.time_col].unique()))
+    blocks = splitter.blocks(times)
+    history = frame[frame[columns.time_col] < blocks[0][0]]
+    scales = {
+        str(series): seasonal_naive_scale(part[columns.target_col].to_numpy(), season)
+        for series, part in history.groupby(columns.id_col)
+    }
+    actual = frame.set_index([columns.id_col, columns.time_col])[columns.target_col]
+    rows, scored = [], []
+    for name, template in models.items():
+        forecasts, fit_seconds, predict_seconds = [], 0.0, 0.0
+        for done, origins in enumerate(blocks):
+            model = clone(template) if hasattr(template, "get_params") else template
+            started = time.perf_counter()
+            model.fit(frame[frame[columns.time_col] <= origins[0]])
+            fit_seconds += time.perf_counter() - started
+            started = time.perf_counter()
+            forecasts.append(model.predict(frame, origins=origins))
+            predict_seconds += time.perf_counter() - started
+            if progress is not None:
+                progress(name, done + 1, len(blocks))
+        result = pd.concat(forecasts, ignore_index=True)
+        result = result[result["horizon"] == splitter.horizon]
+        keys = pd.MultiIndex.from_arrays([result[columns.id_col], result["target_time"]])
+        result = result.assign(actual=actual.reindex(keys).to_numpy(), model=name)
+        result = result[np.isfinite(result["actual"])]
+        scored.append(result)
+        rows.append(
+            _score(result, quantiles, scales, columns.id_col)
+            | {"model": name, "fit_seconds": fit_seconds, "predict_seconds": predict_seconds}
+        )
+    scores = pd.DataFrame(rows).set_index("model")
+    return Evaluation(
+        scores=scores,
+        forecasts=pd.concat(scored, ignore_index=True),
+        start=blocks[0][0],
+        end=blocks[-1][-1],
+        origins=sum(len(b) for b in blocks),
+        horizon_seconds=splitter.horizon * step,
+    )
+
+
+def _score(
+    result: pd.DataFrame, quantiles: Sequence[float], scales: Mapping[str, float], id_col: str
+) -> dict[str, float]:
+    y = result["actual"].to_numpy()
+    median = result[quantile_column(0.5)].to_numpy()
+    scale = result[id_col].map(scales).to_numpy(dtype=float)
+    level = float(np.mean(y))
+    out = {
+        "mae": mae(y, median),
+        "rmse": rmse(y, median),
+        "mase": float(np.mean(np.abs(y - median) / scale)),
+        "peak_underforecast": peak_underforecast(y, median),
+    }
+    for q in quantiles:
+        predicted = result[quantile_column(q)].to_numpy()
+        loss = pinball_loss(y, predicted, q)
+        out[f"pinball_{q:g}"] = loss
+        out[f"relative_pinball_{q:g}"] = loss / level if level > 0 else float("nan")
+        out[f"coverage_{q:g}"] = coverage(y, predicted)
+    return out

@@ -1,0 +1,286 @@
+"""Declarative, leakage-free features for direct multi-horizon forecasting.
+
+A feature row describes one (series, origin, horizon) triple. Everything derived from the
+target or a covariate uses cells at or before the origin only; only the calendar and the user's
+event calendar look at the target time, because both are known in advance. Value features are
+divided by the series' trailing mean at the origin (its *scale*), so a series of 100 requests per
+hour and one of 10,000 share one model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from forecaster.duration import parse_duration
+from forecaster.exceptions import ConfigError
+from forecaster.panel import Panel
+
+CALENDAR = ("minute_of_day", "hour", "day_of_week", "is_weekend")
+WINDOW_STATS = ("mean", "max", "std")
+
+
+@dataclass(frozen=True)
+class Event:
+    """A known calendar entry (launch, campaign, holiday): a flag over ``[start, end)`` UTC."""
+
+    name: str
+    start: str
+    end: str
+
+    def bounds(self) -> tuple[int, int]:
+        """Start and end in Unix seconds."""
+        start, end = pd.Timestamp(self.start), pd.Timestamp(self.end)
+        start = start.tz_localize("UTC") if start.tzinfo is None else start.tz_convert("UTC")
+        end = end.tz_localize("UTC") if end.tzinfo is None else end.tz_convert("UTC")
+        if end <= start:
+            raise ConfigError(f"event {self.name!r} must end after it starts, got {self}")
+        return int(start.value // 1_000_000_000), int(end.value // 1_000_000_000)
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    """Which features to build. Every field is plain data, so it logs to MLflow unchanged.
+
+    Parameters
+    ----------
+    lags
+        Cells before the origin whose values become features (0 is the origin's own value).
+    windows
+        Durations of trailing windows ending at the origin, summarised by ``window_stats``.
+    window_stats
+        Any of ``mean``, ``max``, ``std``.
+    seasonal_lags
+        Seasons (``1d``, ``7d``): the value one season before the *target* time, smoothed over
+        ``seasonal_smoothing`` cells each side, and the same rescaled by how the recent level
+        compares with the level one season before the origin.
+    seasonal_smoothing
+        Cells averaged on each side of a seasonal lag.
+    calendar
+        Calendar features of the target time: ``minute_of_day``, ``hour``, ``day_of_week``,
+        ``is_weekend``.
+    covariate_lags
+        Lags (cells before the origin) of every covariate column.
+    events
+        User calendar; one flag per event name, set when the target time falls in the event.
+    scale_window
+        Trailing window of the mean that normalizes the series.
+    """
+
+    lags: tuple[int, ...] = (0, 1, 2, 3, 6)
+    windows: tuple[str, ...] = ("30m", "2h", "12h")
+    window_stats: tuple[str, ...] = WINDOW_STATS
+    seasonal_lags: tuple[str, ...] = ("1d", "7d")
+    seasonal_smoothing: int = 1
+    calendar: tuple[str, ...] = ("minute_of_day", "day_of_week", "is_weekend")
+    covariate_lags: tuple[int, ...] = (0, 1)
+    events: tuple[Event, ...] = field(default_factory=tuple)
+    scale_window: str = "1d"
+
+    def __post_init__(self) -> None:
+        if any(not isinstance(lag, int) or lag < 0 for lag in (*self.lags, *self.covariate_lags)):
+            raise ConfigError(
+                f"`lags` and `covariate_lags` must be whole cells >= 0, got "
+                f"{self.lags!r} and {self.covariate_lags!r}"
+            )
+        for name, allowed, given in (
+            ("window_stats", WINDOW_STATS, self.window_stats),
+            ("calendar", CALENDAR, self.calendar),
+        ):
+            unknown = sorted(set(given) - set(allowed))
+            if unknown:
+                raise ConfigError(f"`{name}` has unknown entries {unknown}; valid: {list(allowed)}")
+        if self.seasonal_smoothing < 0:
+            raise ConfigError(f"`seasonal_smoothing` must be >= 0, got {self.seasonal_smoothing!r}")
+        for text in (*self.windows, *self.seasonal_lags, self.scale_window):
+            parse_duration(text, name="feature window")
+        for event in self.events:
+            event.bounds()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form, e.g. for MLflow params or YAML."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FeatureConfig:
+        """Inverse of :meth:`to_dict` (lists become tuples)."""
+        fields: dict[str, Any] = {
+            key: tuple(value) if isinstance(value, list) else value for key, value in data.items()
+        }
+        fields["events"] = tuple(Event(**event) for event in data.get("events", ()))
+        return cls(**fields)
+
+
+def _cells(duration: str, step: int, *, minimum: int = 1) -> int:
+    return max(minimum, round(parse_duration(duration) / step))
+
+
+def trailing_scale(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over ``window`` cells at every cell; where it is not positive (a silent
+    stretch), the expanding mean; where that is not positive either, 1."""
+    series = pd.Series(values)
+    scale = series.rolling(window, min_periods=1).mean().to_numpy()
+    expanding = series.expanding(min_periods=1).mean().to_numpy()
+    scale = np.where(np.isfinite(scale) & (scale > 0), scale, expanding)
+    return np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+
+
+def take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``values[index]`` with NaN where the index falls before the first cell."""
+    out = np.full(index.shape, np.nan)
+    valid = (index >= 0) & (index < len(values))
+    out[valid] = values[index[valid]]
+    return out
+
+
+@dataclass(frozen=True)
+class FeatureMatrix:
+    """Features of (series, origin, horizon) rows plus what is needed to undo the scaling."""
+
+    X: np.ndarray
+    names: tuple[str, ...]
+    series: np.ndarray
+    origin: np.ndarray
+    horizon: np.ndarray
+    scale: np.ndarray
+
+
+def feature_names(config: FeatureConfig, step: int, covariates: Sequence[str]) -> list[str]:
+    """Column names of the matrix :func:`build_features` returns, in order."""
+    names = ["series_code", "horizon", "log_scale"]
+    names += [f"lag_{lag}" for lag in config.lags]
+    for window in _windows(config, step):
+        names += [f"{stat}_{window}" for stat in config.window_stats]
+    for season in config.seasonal_lags:
+        names += [f"seasonal_{season}", f"seasonal_{season}_rescaled"]
+    names += [f"cal_{name}" for name in config.calendar]
+    names += [f"{cov}_lag_{lag}" for cov in covariates for lag in config.covariate_lags]
+    names += [f"event_{name}" for name in _event_names(config)]
+    return names
+
+
+def _windows(config: FeatureConfig, step: int) -> list[str]:
+    # Windows shorter than two cells carry no more than lag_0: drop them, keep order.
+    return [w for w in dict.fromkeys(config.windows) if parse_duration(w) >= 2 * step]
+
+
+def _event_names(config: FeatureConfig) -> list[str]:
+    return list(dict.fromkeys(event.name for event in config.events))
+
+
+def build_features(
+    panel: Panel,
+    origins: Sequence[np.ndarray],
+    horizons: Sequence[int],
+    config: FeatureConfig,
+    series_codes: Sequence[int] | None = None,
+) -> FeatureMatrix:
+    """Features for every series, origin and horizon.
+
+    Parameters
+    ----------
+    panel
+        The data; cells after an origin may be present and are never read for that origin.
+    origins
+        Per series, the grid cells of the forecast origins.
+    horizons
+        Horizons in cells.
+    config
+        Feature declaration.
+    series_codes
+        Integer code of each series for the categorical id feature (default: its position).
+    """
+    covariates = list(panel.covariates)
+    names = feature_names(config, panel.step, covariates)
+    horizon_arr = np.asarray(horizons, dtype=np.int64)
+    blocks, series_rows, origin_rows, horizon_rows, scales = [], [], [], [], []
+    for s in range(len(panel.names)):
+        o = np.repeat(np.asarray(origins[s], dtype=np.int64), len(horizon_arr))
+        h = np.tile(horizon_arr, len(origins[s]))
+        code = s if series_codes is None else series_codes[s]
+        block, scale = _series_block(panel, s, o, h, config, code)
+        blocks.append(block)
+        series_rows.append(np.full(len(o), s, dtype=np.int64))
+        origin_rows.append(o)
+        horizon_rows.append(h)
+        scales.append(scale)
+    X = np.vstack(blocks) if blocks else np.empty((0, len(names)))
+    return FeatureMatrix(
+        X=X.astype(np.float32),
+        names=tuple(names),
+        series=np.concatenate(series_rows),
+        origin=np.concatenate(origin_rows),
+        horizon=np.concatenate(horizon_rows),
+        scale=np.concatenate(scales),
+    )
+
+
+def _series_block(
+    panel: Panel, s: int, o: np.ndarray, h: np.ndarray, config: FeatureConfig, code: int
+) -> tuple[np.ndarray, np.ndarray]:
+    step = panel.step
+    y = panel.values[s]
+    series = pd.Series(y)
+    scale = trailing_scale(y, _cells(config.scale_window, step))[o]
+    target = o + h
+    columns: list[np.ndarray] = [
+        np.full(len(o), code, dtype=float),
+        h.astype(float),
+        np.log1p(scale),
+    ]
+    columns += [take(y, o - lag) / scale for lag in config.lags]
+    windows = _windows(config, step)
+    level_cells = _cells(windows[0], step, minimum=2) if windows else 2
+    level = series.rolling(level_cells, min_periods=1).mean().to_numpy()
+    for window in windows:
+        rolling = series.rolling(_cells(window, step, minimum=2), min_periods=1)
+        for stat in config.window_stats:
+            columns.append(getattr(rolling, stat)().to_numpy()[o] / scale)
+    k = config.seasonal_smoothing
+    smoothed = series.rolling(2 * k + 1, center=True, min_periods=1).mean().to_numpy()
+    for season in config.seasonal_lags:
+        cells = _cells(season, step)
+        past = take(smoothed, target - cells)
+        # The smoothed cell reads k cells past its centre; beyond the origin that is the future.
+        past[target - cells + k > o] = np.nan
+        then = take(level, o - cells)
+        ratio = np.where(then > 0, level[o] / np.where(then > 0, then, 1.0), np.nan)
+        columns += [past / scale, past * ratio / scale]
+    seconds = panel.times(s, target)
+    columns += _calendar(seconds, config.calendar)
+    for cov in panel.covariates.values():
+        columns += [take(cov[s], o - lag) for lag in config.covariate_lags]
+    for name in _event_names(config):
+        flag = np.zeros(len(o))
+        for event in config.events:
+            if event.name == name:
+                start, end = event.bounds()
+                flag[(seconds >= start) & (seconds < end)] = 1.0
+        columns.append(flag)
+    return np.column_stack(columns), scale
+
+
+def _calendar(seconds: np.ndarray, names: Sequence[str]) -> list[np.ndarray]:
+    minute_of_day = (seconds % 86400) / 60.0
+    # 1970-01-01 was a Thursday: shift so that Monday is 0, as pandas counts.
+    day_of_week = ((seconds // 86400) + 3) % 7
+    available = {
+        "minute_of_day": minute_of_day,
+        "hour": np.floor(minute_of_day / 60.0),
+        "day_of_week": day_of_week.astype(float),
+        "is_weekend": (day_of_week >= 5).astype(float),
+    }
+    return [available[name] for name in names]
+
+
+def target_values(panel: Panel, matrix: FeatureMatrix) -> np.ndarray:
+    """Observed value at each row's target time (NaN where missing or beyond the data)."""
+    out = np.full(len(matrix.origin), np.nan)
+    for s in range(len(panel.names)):
+        rows = matrix.series == s
+        out[rows] = take(panel.values[s], matrix.origin[rows] + matrix.horizon[rows])
+    return out

@@ -1,0 +1,243 @@
+"""The data contract: long frames of demand, validated and put on a regular grid.
+
+A *long frame* has one row per (series, timestamp): a series id column, a timestamp column and
+a value column, plus optional covariate columns. Column names are parameters (defaults
+``series``, ``timestamp``, ``value``). After :func:`validate_frame` timestamps are tz-aware UTC
+and rows are sorted; after :func:`regularize` every series sits on a grid of ``step`` seconds
+aligned to the Unix epoch, short gaps are interpolated and long gaps stay ``NaN`` so that no
+model ever learns from an invented value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError
+
+_SHOWN = 5  # offending rows echoed in an error message
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Names of the columns of a long frame."""
+
+    id_col: str = "series"
+    time_col: str = "timestamp"
+    target_col: str = "value"
+
+
+DEFAULT_COLUMNS = Columns()
+
+
+def _rows(index: pd.Index, values: pd.Series | None = None) -> str:
+    shown = list(index[:_SHOWN])
+    if values is None:
+        text = ", ".join(str(i) for i in shown)
+    else:
+        text = ", ".join(f"{i}: {values.loc[i]!r}" for i in shown)
+    more = f" and {len(index) - _SHOWN} more" if len(index) > _SHOWN else ""
+    return f"rows {text}{more}"
+
+
+def parse_timestamps(values: pd.Series, *, column: str) -> pd.Series:
+    """Parse ISO-8601 strings (naive means UTC) or Unix seconds into tz-aware UTC timestamps.
+
+    Raises
+    ------
+    DataValidationError
+        Naming the column and the first unparseable rows with their values.
+    """
+    if isinstance(values.dtype, pd.DatetimeTZDtype):
+        parsed = values.dt.tz_convert("UTC")
+    elif pd.api.types.is_datetime64_dtype(values.dtype):
+        parsed = values.dt.tz_localize("UTC")
+    elif pd.api.types.is_numeric_dtype(values.dtype):
+        parsed = pd.to_datetime(values, unit="s", utc=True, errors="coerce")
+    else:
+        parsed = pd.to_datetime(values, utc=True, format="ISO8601", errors="coerce")
+    bad = parsed.isna() & values.notna() | values.isna()
+    if bad.any():
+        raise DataValidationError(
+            f"column {column!r} has unparseable timestamps (expected ISO-8601 or Unix seconds) "
+            f"at {_rows(values.index[bad], values)}"
+        )
+    return parsed
+
+
+def validate_frame(
+    frame: pd.DataFrame,
+    *,
+    columns: Columns = DEFAULT_COLUMNS,
+    covariates: Sequence[str] = (),
+    min_rows: int = 2,
+    allow_missing: bool = False,
+) -> pd.DataFrame:
+    """Check a long frame against the data contract and return a clean, sorted copy.
+
+    Parameters
+    ----------
+    frame
+        Long frame with the id, time and target columns named by ``columns``.
+    columns
+        Column names.
+    covariates
+        Extra numeric columns to keep and check (NaN allowed there: covariates may be patchy).
+    min_rows
+        Fewest observed rows a series may have.
+    allow_missing
+        Accept NaN targets (a regularized frame marks long gaps with NaN). Infinite values and
+        negative demand are rejected either way.
+
+    Raises
+    ------
+    DataValidationError
+        For a missing column, unparseable or duplicate timestamps, non-numeric, NaN/inf or
+        negative values; the message names the column and the offending rows and values.
+    NotEnoughHistoryError
+        When a series has fewer than ``min_rows`` observed rows.
+    """
+    needed = [columns.id_col, columns.time_col, columns.target_col, *covariates]
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise DataValidationError(f"frame lacks column(s) {missing}; it has {list(frame.columns)}")
+    out = frame[needed].copy()
+    out[columns.id_col] = out[columns.id_col].astype(str)
+    out[columns.time_col] = parse_timestamps(out[columns.time_col], column=columns.time_col)
+    for col in (columns.target_col, *covariates):
+        out[col] = _numeric(out[col], column=col)
+    target = out[columns.target_col]
+    if not allow_missing and target.isna().any():
+        raise DataValidationError(
+            f"column {columns.target_col!r} has NaN at {_rows(target.index[target.isna()])}"
+        )
+    infinite = np.isinf(target.to_numpy(dtype=float))
+    if infinite.any():
+        raise DataValidationError(
+            f"column {columns.target_col!r} has infinite values at "
+            f"{_rows(target.index[infinite], target)}"
+        )
+    negative = target < 0
+    if negative.any():
+        raise DataValidationError(
+            f"column {columns.target_col!r} has negative demand at "
+            f"{_rows(target.index[negative], target)}"
+        )
+    duplicated = out.duplicated([columns.id_col, columns.time_col], keep=False)
+    if duplicated.any():
+        raise DataValidationError(
+            f"duplicate ({columns.id_col}, {columns.time_col}) pairs at "
+            f"{_rows(out.index[duplicated], out[columns.time_col])}"
+        )
+    counts = out[target.notna()].groupby(columns.id_col).size()
+    counts = counts.reindex(out[columns.id_col].unique(), fill_value=0)
+    short = counts[counts < min_rows]
+    if len(short):
+        raise NotEnoughHistoryError(
+            f"series need at least {min_rows} observed rows; too short: "
+            + ", ".join(f"{name!r} has {n}" for name, n in short.items())
+        )
+    return out.sort_values([columns.id_col, columns.time_col], ignore_index=True)
+
+
+def _numeric(values: pd.Series, *, column: str) -> pd.Series:
+    if pd.api.types.is_bool_dtype(values.dtype):
+        raise DataValidationError(f"column {column!r} must be numeric, got booleans")
+    converted = pd.to_numeric(values, errors="coerce")
+    bad = converted.isna() & values.notna()
+    if bad.any():
+        raise DataValidationError(
+            f"column {column!r} has non-numeric values at {_rows(values.index[bad], values)}"
+        )
+    return converted.astype(float)
+
+
+def infer_step(frame: pd.DataFrame, *, columns: Columns = Columns()) -> int:
+    """Most common spacing between consecutive timestamps of a series, in whole seconds.
+
+    Raises
+    ------
+    NotEnoughHistoryError
+        If no series has two timestamps.
+    """
+    times = frame[[columns.id_col, columns.time_col]].sort_values(
+        [columns.id_col, columns.time_col]
+    )
+    ns = times[columns.time_col].astype("int64")
+    same_series = times[columns.id_col].eq(times[columns.id_col].shift())
+    diffs = ns.diff()[same_series & ns.diff().gt(0)]
+    if diffs.empty:
+        raise NotEnoughHistoryError("cannot infer the step: no series has two distinct timestamps")
+    step = round(float(diffs.mode().iloc[0]) / 1e9)
+    return max(step, 1)
+
+
+def regularize(
+    frame: pd.DataFrame,
+    step: int,
+    *,
+    columns: Columns = DEFAULT_COLUMNS,
+    covariates: Sequence[str] = (),
+    max_fill: int = 3,
+) -> pd.DataFrame:
+    """Put every series on an epoch-aligned grid of ``step`` seconds.
+
+    Timestamps are floored to the grid; several values falling in one cell are averaged (demand
+    is a rate, so the mean keeps its unit). Gaps of at most ``max_fill`` missing cells are
+    filled by linear interpolation; longer gaps stay NaN so they are excluded from training
+    targets and scoring.
+
+    Parameters
+    ----------
+    frame
+        A frame that passed :func:`validate_frame`.
+    step
+        Grid step in seconds.
+    columns, covariates
+        As in :func:`validate_frame`.
+    max_fill
+        Longest gap, in cells, that is interpolated.
+    """
+    if step <= 0:
+        raise ConfigError(f"`step` must be a positive number of seconds, got {step!r}")
+    if max_fill < 0:
+        raise ConfigError(f"`max_fill` must be >= 0, got {max_fill!r}")
+    value_cols = [columns.target_col, *covariates]
+    floored = frame.assign(**{columns.time_col: frame[columns.time_col].dt.floor(f"{step}s")})
+    grouped = floored.groupby([columns.id_col, columns.time_col], sort=True)[value_cols].mean()
+    parts = []
+    for series_id, part in grouped.groupby(level=0, sort=True):
+        part = part.droplevel(0)
+        grid = pd.date_range(part.index[0], part.index[-1], freq=f"{step}s", name=columns.time_col)
+        part = part.reindex(grid)
+        for col in value_cols:
+            part[col] = fill_short_gaps(part[col].to_numpy(), max_fill)
+        part.insert(0, columns.id_col, series_id)
+        parts.append(part.reset_index())
+    return pd.concat(parts, ignore_index=True)[[columns.id_col, columns.time_col, *value_cols]]
+
+
+def fill_short_gaps(values: np.ndarray, max_fill: int) -> np.ndarray:
+    """Linearly interpolate interior NaN runs of at most ``max_fill`` cells; keep the rest NaN.
+
+    >>> fill_short_gaps(np.array([1.0, np.nan, 3.0, np.nan, np.nan, 6.0]), 1)
+    array([ 1.,  2.,  3., nan, nan,  6.])
+    """
+    out = np.asarray(values, dtype=float).copy()
+    missing = np.isnan(out)
+    if not missing.any() or max_fill == 0:
+        return out
+    # Run boundaries of the NaN mask: starts where it turns on, ends where it turns off.
+    edges = np.diff(np.concatenate([[0], missing.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    observed = np.flatnonzero(~missing)
+    if observed.size == 0:
+        return out
+    for start, end in zip(starts, ends, strict=True):
+        interior = start > 0 and end < len(out)
+        if interior and end - start <= max_fill:
+            out[start:end] = np.interp(np.arange(start, end), observed, out[observed])
+    return out

@@ -1,0 +1,165 @@
+"""History from CSV or Parquet files.
+
+Three layouts are read:
+
+* ``timestamp,value`` files: one series named after the file; ``value_col`` picks the value
+  column when there are several numeric ones.
+* long files with a series column (``series``, ``unique_id`` or ``workload``).
+* arrival logs: one row per request at irregular times; arrivals are counted per grid step and
+  turned into a rate per second (or, with ``value_col``, that column is summed per step, e.g.
+  tokens per second).
+
+Timestamps are ISO-8601 (naive means UTC) or Unix seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from forecaster.exceptions import DataValidationError
+from forecaster.frame import Columns, infer_step, parse_timestamps, regularize, validate_frame
+from training.exceptions import SourceError
+
+TIME_NAMES = ("timestamp", "time", "ds", "date", "datetime")
+SERIES_NAMES = ("series", "unique_id", "workload")
+VALUE_NAMES = ("value", "y")
+DEFAULT_ARRIVAL_STEP = 60
+
+
+@dataclass(frozen=True)
+class History:
+    """A long frame on a regular grid, with the step and where it came from."""
+
+    frame: pd.DataFrame
+    step: int
+    path: Path
+    rows: int
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read a CSV (optionally compressed) or Parquet file into a frame."""
+    path = Path(path)
+    if not path.is_file():
+        raise SourceError(f"data file {str(path)!r} does not exist or is not a file")
+    suffixes = "".join(path.suffixes).lower()
+    try:
+        if ".parquet" in suffixes or suffixes.endswith(".pq"):
+            return pd.read_parquet(path)
+        if ".csv" in suffixes or ".txt" in suffixes:
+            return pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise SourceError(f"cannot read {str(path)!r}: {exc}") from exc
+    raise SourceError(
+        f"data file {str(path)!r} must be .csv or .parquet, got {suffixes or 'no suffix'!r}"
+    )
+
+
+def _pick(names: tuple[str, ...], columns: list[str]) -> str | None:
+    lowered = {c.lower(): c for c in columns}
+    return next((lowered[n] for n in names if n in lowered), None)
+
+
+def _is_arrival_log(times: pd.Series) -> bool:
+    """Irregular timestamps: fewer than half of the gaps equal the most common gap."""
+    gaps = times.sort_values().diff().dropna()
+    if len(gaps) < 10:
+        return False
+    return bool((gaps == gaps.mode().iloc[0]).mean() < 0.5)
+
+
+def read_series(
+    path: str | Path,
+    *,
+    value_col: str | None = None,
+    time_col: str | None = None,
+    series_col: str | None = None,
+    arrivals: bool | None = None,
+    step: int | None = None,
+) -> pd.DataFrame:
+    """Read a file into a validated long frame (``series``, ``timestamp``, ``value``).
+
+    Parameters
+    ----------
+    path
+        CSV or Parquet file.
+    value_col
+        Column holding the demand (default: ``value``/``y``, or the only numeric column).
+    time_col, series_col
+        Column names (defaults: the first of the usual names present; the time column falls
+        back to the first column, the series to the file name).
+    arrivals
+        Treat rows as arrivals to count; ``None`` detects irregular timestamps.
+    step
+        Counting step in seconds for arrival logs (default 60).
+    """
+    raw = read_table(path)
+    columns = list(raw.columns)
+    time_col = time_col or _pick(TIME_NAMES, columns) or columns[0]
+    series_col = series_col or _pick(SERIES_NAMES, columns)
+    for name, col in (("time_col", time_col), ("series_col", series_col), ("value_col", value_col)):
+        if col is not None and col not in columns:
+            raise SourceError(
+                f"`{name}` {col!r} is not a column of {str(path)!r}; columns: {columns}"
+            )
+    times = parse_timestamps(raw[time_col], column=time_col)
+    series = (
+        raw[series_col].astype(str) if series_col else pd.Series(Path(path).stem, index=raw.index)
+    )
+    if arrivals is None:
+        arrivals = series_col is None and _is_arrival_log(times)
+    if arrivals:
+        return _count_arrivals(times, raw[value_col] if value_col else None, series, step)
+    value_col = value_col or _value_column(raw, path, exclude={time_col, series_col})
+    frame = pd.DataFrame({"series": series, "timestamp": times, "value": raw[value_col]})
+    return validate_frame(frame)
+
+
+def _value_column(raw: pd.DataFrame, path: str | Path, exclude: set[str | None]) -> str:
+    candidates = [c for c in raw.columns if c not in exclude]
+    named = _pick(VALUE_NAMES, candidates)
+    if named:
+        return named
+    numeric = [c for c in candidates if pd.api.types.is_numeric_dtype(raw[c])]
+    if len(numeric) == 1:
+        return str(numeric[0])
+    raise SourceError(
+        f"cannot tell which column of {str(path)!r} holds the demand: candidates {numeric}; "
+        "pick one with --value-col"
+    )
+
+
+def _count_arrivals(
+    times: pd.Series, weights: pd.Series | None, series: pd.Series, step: int | None
+) -> pd.DataFrame:
+    step = step or DEFAULT_ARRIVAL_STEP
+    amount = np.ones(len(times)) if weights is None else pd.to_numeric(weights, errors="coerce")
+    if np.isnan(np.asarray(amount, dtype=float)).any():
+        raise DataValidationError("the weight column of the arrival log has non-numeric values")
+    cells = times.dt.floor(f"{step}s")
+    frame = pd.DataFrame({"series": series, "timestamp": cells, "value": amount})
+    counted = frame.groupby(["series", "timestamp"], as_index=False)["value"].sum()
+    parts = []
+    for name, part in counted.groupby("series"):
+        grid = pd.date_range(part["timestamp"].min(), part["timestamp"].max(), freq=f"{step}s")
+        rate = part.set_index("timestamp")["value"].reindex(grid, fill_value=0.0) / step
+        parts.append(pd.DataFrame({"series": name, "timestamp": grid, "value": rate.to_numpy()}))
+    return validate_frame(pd.concat(parts, ignore_index=True))
+
+
+def load_history(
+    path: str | Path,
+    *,
+    step: int | None = None,
+    value_col: str | None = None,
+    arrivals: bool | None = None,
+    max_fill: int = 3,
+) -> History:
+    """Read ``path`` and put it on a grid of ``step`` seconds (``None``: the data's own step)."""
+    frame = read_series(path, value_col=value_col, arrivals=arrivals, step=step)
+    rows = len(frame)
+    step = step or infer_step(frame, columns=Columns())
+    return History(regularize(frame, step, max_fill=max_fill), step, Path(path), rows)
