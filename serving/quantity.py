@@ -194,7 +194,7 @@ def milli_value(quantity: str | Decimal) -> int:
     Returns
     -------
     int
-        ``ceil(value * 1000)`` for non-negative values (Go rounds away from zero).
+        ``ceil(value * 1000)``; for a negative value, minus that of its magnitude.
 
     Examples
     --------
