@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest prometheus bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,28 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) prometheus
 	$(BIN)/python -m pytest
+
+# The integration tests run a real Prometheus (Debian package `prometheus`). Install it when
+# it is missing and we may (root, or sudo without a password); otherwise those tests skip,
+# or fail when PREWARM_REQUIRE_PROMETHEUS=1 (CI).
+prometheus:
+	@if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then \
+		:; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+		echo "prometheus not found and apt-get unavailable: Prometheus integration tests will skip (fail in CI)"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "installing the Debian package prometheus"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null \
+			|| echo "could not install prometheus: Prometheus integration tests will skip (fail in CI)"; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
+		echo "installing the Debian package prometheus (sudo)"; \
+		sudo -n apt-get update -qq && sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null \
+			|| echo "could not install prometheus: Prometheus integration tests will skip (fail in CI)"; \
+	else \
+		echo "prometheus not found; run 'sudo apt-get install -y prometheus' to run its integration tests"; \
+	fi
 
 test: lint typecheck pytest
 
