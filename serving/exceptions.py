@@ -44,6 +44,13 @@ class SelectorError(ServingError, ValueError):
         self.position = position
 
 
+class MetadataError(ServingError, ValueError):
+    """KEDA trigger metadata lacks a needed key or holds a bad value (gRPC INVALID_ARGUMENT)."""
+
+    http_status = 400
+    grpc_code = "INVALID_ARGUMENT"
+
+
 class UnknownMetricError(ServingError, LookupError):
     """The requested external metric is not one prewarm serves (HTTP 404)."""
 
