@@ -1,0 +1,60 @@
+"""Capacity policies: observations up to ``t`` in, desired replicas out.
+
+One registry, :data:`POLICIES`; :func:`make_policy` builds one by name.
+"""
+
+from __future__ import annotations
+
+from forecaster.exceptions import UnknownNameError
+from forecaster.policies.base import Observation, Policy, QuantileForecast, horizon_range
+from forecaster.policies.hybrid import HybridPolicy
+from forecaster.policies.oracle import OraclePolicy
+from forecaster.policies.predictive import PredictivePolicy
+from forecaster.policies.reactive import ReactivePolicy
+from forecaster.policies.seasonal_naive import SeasonalNaivePolicy
+from forecaster.policies.static import StaticPolicy
+
+POLICIES: dict[str, type[Policy]] = {
+    "static": StaticPolicy,
+    "reactive": ReactivePolicy,
+    "seasonal-naive": SeasonalNaivePolicy,
+    "predictive": PredictivePolicy,
+    "hybrid": HybridPolicy,
+    "oracle": OraclePolicy,
+}
+
+# Policies that read forecasts from a model (the walk-forward must produce them).
+FORECAST_POLICIES = frozenset({"predictive", "hybrid"})
+
+
+def policy_class(name: str) -> type[Policy]:
+    """The registered class of ``name``; an unknown name lists the valid ones."""
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise UnknownNameError(
+            f"unknown policy {name!r}; valid policies: {', '.join(POLICIES)}"
+        ) from None
+
+
+def make_policy(name: str, **params: object) -> Policy:
+    """Build the policy ``name`` with ``params``.
+
+    Examples
+    --------
+    >>> make_policy("static", headroom=1.2).headroom
+    1.2
+    """
+    return policy_class(name)(**params)
+
+
+__all__ = [
+    "FORECAST_POLICIES",
+    "POLICIES",
+    "Observation",
+    "Policy",
+    "QuantileForecast",
+    "horizon_range",
+    "make_policy",
+    "policy_class",
+]

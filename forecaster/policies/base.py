@@ -1,0 +1,201 @@
+"""What a capacity policy sees and returns.
+
+A policy is pure: given an :class:`Observation` it returns the desired replica count for
+every simulation step of the evaluation span. It plans the whole span in one call because
+one Python call per 15 s step, times the sweeps of a backtest, would dominate the run time;
+causality is a contract instead: the decision for a step at time ``t`` may only depend on
+demand before ``t`` and on forecasts issued from origins already observed at ``t``. The
+contract suite corrupts the future and checks that past decisions do not move. Only
+``oracle`` declares ``uses_future``.
+
+Time is measured in seconds from the first data point. Data value ``k`` is the mean demand
+rate over ``[k * data_step, (k + 1) * data_step)`` and becomes known at the end of that
+interval, so at time ``t`` the latest forecast origin is ``floor(t / data_step) - 1``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import ClassVar, Protocol
+
+import numpy as np
+
+from forecaster.backtest.simulator import DEFAULT_SIM_STEP, resample_demand
+from forecaster.backtest.workload import WorkloadSpec
+from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError
+
+Grid = tuple[dict[str, float], ...]
+
+
+@dataclass(frozen=True)
+class QuantileForecast:
+    """Quantile forecasts of the demand rate, one row per origin.
+
+    Parameters
+    ----------
+    values
+        Array ``(n_data, n_horizons, n_quantiles)``; row ``j`` was issued at origin ``j``
+        (a data index) from data up to ``j`` only, NaN where no forecast was made.
+    horizons
+        Horizons in data steps, increasing; horizon ``h`` of origin ``j`` targets data
+        index ``j + h``.
+    quantiles
+        Quantile levels of the last axis, increasing.
+    """
+
+    values: np.ndarray
+    horizons: tuple[int, ...]
+    quantiles: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        expected = (len(self.horizons), len(self.quantiles))
+        if self.values.ndim != 3 or self.values.shape[1:] != expected:
+            raise DataValidationError(
+                f"`values` must have shape (n_origins, {expected[0]}, {expected[1]}), "
+                f"got {self.values.shape}"
+            )
+
+    def window_max(self, quantile: float, first: int, last: int) -> np.ndarray:
+        """Per origin, the largest ``quantile`` forecast over horizons ``first..last``."""
+        matches = [i for i, q in enumerate(self.quantiles) if math.isclose(q, quantile)]
+        if not matches:
+            raise ConfigError(
+                f"`quantile` must be one of the forecast quantiles {list(self.quantiles)}, "
+                f"got {quantile!r}"
+            )
+        columns = [i for i, h in enumerate(self.horizons) if first <= h <= last]
+        if len(columns) != last - first + 1:
+            raise ConfigError(
+                f"the policy needs forecast horizons {first}..{last} (data steps), "
+                f"the forecast has {list(self.horizons)}"
+            )
+        result: np.ndarray = self.values[:, columns, matches[0]].max(axis=1)
+        return result
+
+
+def horizon_range(lead_seconds: float, hold_seconds: float, data_step: float) -> tuple[int, int]:
+    """Horizons (data steps from the origin) covering ``[t + lead, t + lead + hold]``.
+
+    A forecast from origin ``j`` is used from ``(j + 1) * data_step`` until the next origin
+    arrives one step later, so the target intervals start one step after the origin.
+
+    Examples
+    --------
+    >>> horizon_range(300, 0, 60)
+    (6, 6)
+    >>> horizon_range(300, 300, 300)
+    (2, 3)
+    """
+    first = 1 + math.floor(lead_seconds / data_step)
+    last = 1 + math.ceil((lead_seconds + hold_seconds) / data_step)
+    return first, max(first, last)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything a policy may read, with the time helpers policies share.
+
+    Parameters
+    ----------
+    demand
+        Demand rate per data step over the whole trace, history included.
+    data_step
+        Data step in seconds.
+    start
+        Index of the first evaluated data step; earlier values are history.
+    spec
+        The workload.
+    sim_step
+        Simulation step in seconds.
+    train_window, retrain_every
+        Walk-forward windows in data steps (``static`` resizes at each retrain).
+    forecast
+        Precomputed quantile forecasts for the forecast-driven policies.
+    """
+
+    demand: np.ndarray
+    data_step: float
+    start: int
+    spec: WorkloadSpec
+    sim_step: float = DEFAULT_SIM_STEP
+    train_window: int = 0
+    retrain_every: int = 0
+    forecast: QuantileForecast | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 < self.start < len(self.demand):
+            raise NotEnoughHistoryError(
+                f"`start` must leave history before it and data after it (0 < start < "
+                f"{len(self.demand)}), got {self.start}"
+            )
+
+    @cached_property
+    def sim_rate(self) -> np.ndarray:
+        """Demand rate per simulation step over the evaluation span (computed once)."""
+        return resample_demand(self.demand[self.start :], self.data_step, self.sim_step)
+
+    @property
+    def n_steps(self) -> int:
+        """Number of simulation steps in the evaluation span."""
+        return len(self.sim_rate)
+
+    def step_times(self, period: float | None = None) -> np.ndarray:
+        """Decision times (seconds from the first data point) every ``period`` seconds."""
+        period = self.sim_step if period is None else period
+        span = (len(self.demand) - self.start) * self.data_step
+        return self.start * self.data_step + np.arange(math.ceil(span / period)) * period
+
+    def hold_to_steps(self, values: np.ndarray, period: float) -> np.ndarray:
+        """Spread values decided every ``period`` seconds onto the simulation steps."""
+        index = np.floor(np.arange(self.n_steps) * self.sim_step / period + 1e-9).astype(int)
+        held: np.ndarray = values[np.minimum(index, len(values) - 1)]
+        return held
+
+    def latest_origin(self, times: np.ndarray) -> np.ndarray:
+        """Index of the latest fully observed data step at each time."""
+        origins: np.ndarray = np.floor(times / self.data_step + 1e-9).astype(int) - 1
+        return origins
+
+    def mean_rate(self, end: np.ndarray, window: float) -> np.ndarray:
+        """Mean demand rate over ``[end - window, end]``, clipped to the trace's start."""
+        edges = np.arange(len(self.demand) + 1) * self.data_step
+        cumulative = np.concatenate([[0.0], np.cumsum(self.demand * self.data_step)])
+        lo = np.clip(end - window, 0.0, None)
+        hi = np.clip(end, 0.0, None)
+        width = np.maximum(hi - lo, 1e-9)
+        rate: np.ndarray = (
+            np.interp(hi, edges, cumulative) - np.interp(lo, edges, cumulative)
+        ) / width
+        return rate
+
+    def replicas_for(self, rate: np.ndarray, utilization: float) -> np.ndarray:
+        """``clamp(ceil(rate / (c * u)), min, max)`` as integers."""
+        spec = self.spec
+        needed = np.ceil(rate / (spec.capacity_per_replica * utilization) - 1e-9)
+        return np.clip(needed, spec.min_replicas, spec.max_replicas).astype(int)
+
+    def require_history(self, steps: int, what: str) -> None:
+        """Raise :class:`NotEnoughHistoryError` unless ``steps`` precede ``start``."""
+        if steps > self.start:
+            raise NotEnoughHistoryError(
+                f"{what} needs {steps} data steps of history before the evaluation, "
+                f"got {self.start}"
+            )
+
+
+class Policy(Protocol):
+    """A capacity policy: constructor arguments are its parameters; ``plan`` is pure."""
+
+    knob: ClassVar[str | None]
+    uses_future: ClassVar[bool]
+
+    def plan(self, obs: Observation) -> np.ndarray:
+        """Desired replicas for each simulation step of ``obs``."""
+        ...
+
+    @classmethod
+    def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
+        """Parameter sets the frontier sweep tries."""
+        ...

@@ -1,0 +1,71 @@
+"""``hybrid``: prewarm's recommendation, the HPA reading both the forecast and the demand."""
+
+from __future__ import annotations
+
+import itertools
+from typing import ClassVar
+
+import numpy as np
+
+from forecaster.backtest.workload import WorkloadSpec
+from forecaster.policies.base import Grid, Observation
+from forecaster.policies.hpa import HPABehavior
+from forecaster.policies.predictive import QUANTILE_GRID, PredictivePolicy
+from forecaster.policies.reactive import REACTIVE_PATH_GRID, ReactivePolicy
+
+
+class HybridPolicy:
+    """``max(predictive, reactive)`` the way Kubernetes computes it.
+
+    The forecast is published as a second External metric beside the demand; the HPA takes
+    the larger per-metric proposal, then applies tolerance, stabilization and rate limits.
+    The forecast adds capacity early, the reactive path catches what it did not foresee.
+
+    Parameters
+    ----------
+    quantile, hold
+        Of the forecast path (see :class:`PredictivePolicy`).
+    forecast_utilization
+        ``u`` of the forecast path; ``None`` takes the workload's.
+    target_utilization, scrape_interval, rate_window, behavior
+        Of the reactive path (see :class:`ReactivePolicy`).
+    """
+
+    knob: ClassVar[str | None] = "quantile"
+    uses_future: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        quantile: float | None = None,
+        target_utilization: float | None = None,
+        forecast_utilization: float | None = None,
+        hold: float = 0.0,
+        scrape_interval: float = 30.0,
+        rate_window: float = 60.0,
+        behavior: HPABehavior | None = None,
+    ) -> None:
+        self.quantile = quantile
+        self.target_utilization = target_utilization
+        self.forecast_utilization = forecast_utilization
+        self.hold = hold
+        self.scrape_interval = scrape_interval
+        self.rate_window = rate_window
+        self.behavior = behavior
+
+    @classmethod
+    def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
+        """Forecast quantiles crossed with the reactive path's target utilization."""
+        return tuple(
+            {"quantile": q, "target_utilization": u}
+            for q, u in itertools.product(QUANTILE_GRID, REACTIVE_PATH_GRID)
+        )
+
+    def plan(self, obs: Observation) -> np.ndarray:
+        """Replicas the two-metric HPA keeps at each simulation step."""
+        reactive = ReactivePolicy(
+            self.target_utilization, self.scrape_interval, self.rate_window, self.behavior
+        )
+        forecast = PredictivePolicy(self.quantile, self.forecast_utilization, self.hold)
+        utilization = self.forecast_utilization or obs.spec.target_utilization
+        rate = forecast.rate_at(obs, reactive.ticks(obs))
+        return reactive.plan_with(obs, [(rate, obs.spec.capacity_per_replica * utilization)])

@@ -1,0 +1,77 @@
+"""``predictive``: size for the quantile forecast over the lead window (DESIGN section 5)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from forecaster.backtest.workload import WorkloadSpec
+from forecaster.exceptions import ConfigError, DataValidationError
+from forecaster.policies.base import Grid, Observation, horizon_range
+
+# The quantiles the walk-forward forecasts carry, and so the ones a sweep can try.
+QUANTILE_GRID = (0.5, 0.8, 0.9, 0.95, 0.99)
+
+
+class PredictivePolicy:
+    """``desired = clamp(ceil(max_{h in [L, L+hold]} Q_tau(t+h) / (c * u)), min, max)``.
+
+    ``L`` is the workload's planning cold start; the forecast in force at time ``t`` is the
+    one from the latest fully observed origin, so the policy changes its answer once per
+    data step.
+
+    Parameters
+    ----------
+    quantile
+        ``tau``; ``None`` takes the workload's (explicit, newsvendor or tier).
+    target_utilization
+        ``u``; ``None`` takes the workload's.
+    hold
+        Seconds past the lead a replica is kept for demand forecast to come back.
+    """
+
+    knob: ClassVar[str | None] = "quantile"
+    uses_future: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        quantile: float | None = None,
+        target_utilization: float | None = None,
+        hold: float = 0.0,
+    ) -> None:
+        self.quantile = quantile
+        self.target_utilization = target_utilization
+        self.hold = hold
+
+    @classmethod
+    def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
+        """The forecast quantiles."""
+        return tuple({"quantile": q} for q in QUANTILE_GRID)
+
+    def plan(self, obs: Observation) -> np.ndarray:
+        """Replicas for the forecast in force at each simulation step."""
+        rate = self.rate_at(obs, obs.step_times())
+        return obs.replicas_for(rate, self.target_utilization or obs.spec.target_utilization)
+
+    def rate_at(self, obs: Observation, times: np.ndarray) -> np.ndarray:
+        """Largest forecast rate over the lead window, as known at each of ``times``."""
+        if obs.forecast is None:
+            raise ConfigError("this policy needs forecasts: `Observation.forecast` is None")
+        first, last = horizon_range(
+            obs.spec.cold_start_model.planning_seconds, self.hold, obs.data_step
+        )
+        per_origin = obs.forecast.window_max(self.quantile or obs.spec.tau, first, last)
+        origins = obs.latest_origin(times)
+        if origins.min() < 0 or origins.max() >= len(per_origin):
+            raise DataValidationError(
+                f"forecasts cover origins 0..{len(per_origin) - 1}, the evaluation needs "
+                f"{origins.min()}..{origins.max()}"
+            )
+        rate = per_origin[origins]
+        if np.isnan(rate).any():
+            missing = np.unique(origins[np.isnan(rate)])
+            raise DataValidationError(
+                f"no forecast for {len(missing)} origins the evaluation needs, first {missing[0]}"
+            )
+        return np.maximum(rate, 0.0)

@@ -1,0 +1,114 @@
+"""``seasonal-naive``: last week's demand as the forecast, plus the reactive path.
+
+The strong cheap baseline: no model, just the demand one season ago over the lead window,
+rescaled by how the recent level compares with the same hour a season ago.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import ClassVar
+
+import numpy as np
+
+from forecaster.backtest.workload import WorkloadSpec
+from forecaster.exceptions import ConfigError
+from forecaster.policies.base import Grid, Observation, horizon_range
+from forecaster.policies.hpa import HPABehavior
+from forecaster.policies.reactive import REACTIVE_PATH_GRID, ReactivePolicy
+
+HEADROOM_GRID = (0.8, 1.0, 1.2, 1.5)
+WEEK = 7 * 86400.0
+
+
+class SeasonalNaivePolicy:
+    """HPA on the demand and on ``headroom * level * demand(t + h - season)``.
+
+    Parameters
+    ----------
+    headroom
+        Multiplier of the seasonal forecast.
+    season
+        Seconds between the target and the value used for it (one week).
+    level_window
+        Seconds over which the recent level is compared with the same span a season ago.
+    hold
+        Seconds past the lead the forecast window extends.
+    target_utilization, scrape_interval, rate_window, behavior
+        Of the reactive path (see :class:`ReactivePolicy`).
+    """
+
+    knob: ClassVar[str | None] = "headroom"
+    uses_future: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        headroom: float = 1.0,
+        season: float = WEEK,
+        level_window: float = 3600.0,
+        hold: float = 0.0,
+        target_utilization: float | None = None,
+        scrape_interval: float = 30.0,
+        rate_window: float = 60.0,
+        behavior: HPABehavior | None = None,
+    ) -> None:
+        self.headroom = headroom
+        self.season = season
+        self.level_window = level_window
+        self.hold = hold
+        self.target_utilization = target_utilization
+        self.scrape_interval = scrape_interval
+        self.rate_window = rate_window
+        self.behavior = behavior
+
+    @classmethod
+    def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
+        """Headroom crossed with the reactive path's target utilization."""
+        return tuple(
+            {"headroom": h, "target_utilization": u}
+            for h, u in itertools.product(HEADROOM_GRID, REACTIVE_PATH_GRID)
+        )
+
+    def forecast(self, obs: Observation) -> np.ndarray:
+        """Forecast rate per origin (data index); NaN before enough history exists."""
+        season = round(self.season / obs.data_step)
+        level = max(1, round(self.level_window / obs.data_step))
+        first, last = horizon_range(
+            obs.spec.cold_start_model.planning_seconds, self.hold, obs.data_step
+        )
+        if season < last:
+            raise ConfigError(
+                f"`season` ({self.season!r} s) must reach past the lead window "
+                f"({last} data steps of {obs.data_step:g} s)"
+            )
+        obs.require_history(season + level - 1, "seasonal-naive")
+        demand = obs.demand
+        n = len(demand)
+        # seasonal[j] = max over h of demand[j + h - season], for every origin j that has it
+        shifted = np.full((n, last - first + 1), np.nan)
+        for column, h in enumerate(range(first, last + 1)):
+            lag = season - h
+            shifted[lag:, column] = demand[: n - lag]
+        seasonal = shifted.max(axis=1)
+        recent = _trailing_mean(demand, level)
+        before = np.full(n, np.nan)
+        before[season:] = recent[: n - season]
+        ratio = np.divide(recent, before, out=np.ones(n), where=before > 0)
+        return self.headroom * ratio * seasonal
+
+    def plan(self, obs: Observation) -> np.ndarray:
+        """Replicas the two-metric HPA keeps at each simulation step."""
+        reactive = ReactivePolicy(
+            self.target_utilization, self.scrape_interval, self.rate_window, self.behavior
+        )
+        rate = self.forecast(obs)[obs.latest_origin(reactive.ticks(obs))]
+        target = obs.spec.capacity_per_replica * obs.spec.target_utilization
+        return reactive.plan_with(obs, [(rate, target)])
+
+
+def _trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Mean of ``values[j - window + 1 .. j]``; NaN until ``window`` values exist."""
+    cumulative = np.concatenate([[0.0], np.cumsum(values)])
+    out = np.full(len(values), np.nan)
+    out[window - 1 :] = (cumulative[window:] - cumulative[:-window]) / window
+    return out
