@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from forecaster.frame import validate_frame
 from tests.integration.prometheus import Counter, Family, Gauge, PrometheusServer
 from training.exceptions import HistoryFetchError
 from training.sources.prometheus import PrometheusConfig, PrometheusSource
@@ -160,6 +161,8 @@ def test_chunked_pull_equals_written_history(server: PrometheusServer) -> None:
     assert len(points) > 5 * 500, "the range must need several chunks"
     frame = history_.frame
     assert list(frame.columns) == ["series", "timestamp", "value", "gpu_util"]
+    # the project's data contract, gaps allowed as NaN
+    validate_frame(frame, covariates=["gpu_util"], allow_missing=True)
     assert str(frame["timestamp"].dt.tz) == "UTC"
     reports = {(r.workload, r.column): r for r in history_.reports}
     assert set(reports) == {

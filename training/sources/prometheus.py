@@ -50,14 +50,12 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -68,126 +66,26 @@ from urllib3.util.retry import Retry
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from training.exceptions import HistoryFetchError
+from training.sources.prometheus_config import PROMETHEUS_MAX_POINTS, PrometheusConfig
+from training.sources.ranges import SeriesReport, TimeRange, missing_ranges, plan_chunks
+
+__all__ = [
+    "PROMETHEUS_MAX_POINTS",
+    "PrometheusConfig",
+    "PrometheusHistory",
+    "PrometheusSource",
+    "SeriesReport",
+    "TimeRange",
+    "plan_chunks",
+]
 
 logger = logging.getLogger(__name__)
-
-PROMETHEUS_MAX_POINTS = 11_000
-"""Prometheus's hard limit of points per series in one ``query_range`` request."""
 
 _RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _RESERVED_COLUMNS = frozenset({"series", "timestamp", "value"})
 
 TimeLike = datetime | pd.Timestamp
 """A tz-aware point in time."""
-
-
-@dataclass(frozen=True)
-class PrometheusConfig:
-    """How to reach a Prometheus server.
-
-    Parameters
-    ----------
-    url
-        Base URL, e.g. ``"http://prometheus.monitoring:9090"`` (no ``/api/v1`` suffix).
-    timeout
-        Seconds to wait for the connection and for each read of the answer.
-    retries
-        Extra attempts after a connection error, a timeout or an HTTP 408/429/5xx answer.
-        Client errors (bad query, 4xx) are not retried.
-    backoff
-        Seconds before the first retry; the delay doubles at each retry up to ``backoff_max``.
-    backoff_max
-        Longest delay between two attempts, in seconds.
-    bearer_token
-        Sent as ``Authorization: Bearer <token>``. Not shown in ``repr``.
-    basic_auth
-        ``(user, password)`` for HTTP basic auth. Not shown in ``repr``.
-    ca_bundle
-        PEM file of the CA that signed the server's certificate.
-    insecure
-        Skip TLS certificate verification (test clusters only).
-    max_points_per_request
-        Server limit on points per series and request (11,000 for Prometheus).
-    point_margin
-        Points kept below ``max_points_per_request`` so that rounding on either side never
-        reaches the limit.
-    method
-        ``"POST"`` helps with very long queries behind proxies with URL length limits.
-    """
-
-    url: str
-    timeout: float = 30.0
-    retries: int = 3
-    backoff: float = 0.5
-    backoff_max: float = 30.0
-    bearer_token: str | None = field(default=None, repr=False)
-    basic_auth: tuple[str, str] | None = field(default=None, repr=False)
-    ca_bundle: Path | None = None
-    insecure: bool = False
-    max_points_per_request: int = PROMETHEUS_MAX_POINTS
-    point_margin: int = 10
-    method: Literal["GET", "POST"] = "GET"
-
-    def __post_init__(self) -> None:
-        if not re.match(r"^https?://[^/\s]+", self.url):
-            raise ConfigError(f"`url` must start with http:// or https://, got {self.url!r}")
-        if not self.timeout > 0:
-            raise ConfigError(f"`timeout` must be positive seconds, got {self.timeout!r}")
-        if self.retries < 0:
-            raise ConfigError(f"`retries` must be >= 0, got {self.retries!r}")
-        if self.backoff < 0 or self.backoff_max < self.backoff:
-            raise ConfigError(
-                "`backoff` must be >= 0 and `backoff_max` >= `backoff`, got "
-                f"backoff={self.backoff!r}, backoff_max={self.backoff_max!r}"
-            )
-        if self.bearer_token is not None and self.basic_auth is not None:
-            raise ConfigError("`bearer_token` and `basic_auth` are exclusive: set only one")
-        if self.insecure and self.ca_bundle is not None:
-            raise ConfigError("`insecure` and `ca_bundle` are exclusive: set only one")
-        if self.max_points_per_request - self.point_margin < 2:
-            raise ConfigError(
-                "`max_points_per_request` - `point_margin` must be at least 2, got "
-                f"{self.max_points_per_request!r} - {self.point_margin!r}"
-            )
-        if self.point_margin < 0:
-            raise ConfigError(f"`point_margin` must be >= 0, got {self.point_margin!r}")
-        if self.method not in ("GET", "POST"):
-            raise ConfigError(f"`method` must be 'GET' or 'POST', got {self.method!r}")
-
-    @property
-    def points_per_chunk(self) -> int:
-        """Grid points requested at most in one ``query_range`` call."""
-        return self.max_points_per_request - self.point_margin
-
-
-@dataclass(frozen=True)
-class TimeRange:
-    """A closed range of grid points, ``start`` and ``end`` included."""
-
-    start: pd.Timestamp
-    end: pd.Timestamp
-    points: int
-
-
-@dataclass(frozen=True)
-class SeriesReport:
-    """What one query returned over the requested grid.
-
-    ``column`` is ``"value"`` for the workload's demand query, or the covariate's name.
-    """
-
-    workload: str
-    column: str
-    query: str
-    expected_points: int
-    received_points: int
-    requests: int
-    missing: tuple[TimeRange, ...]
-
-    @property
-    def complete(self) -> bool:
-        """True when every grid point has a finite value."""
-        return not self.missing
 
 
 @dataclass(frozen=True)
@@ -216,33 +114,6 @@ class PrometheusHistory:
     def incomplete(self) -> tuple[SeriesReport, ...]:
         """Reports of the queries with at least one missing grid point."""
         return tuple(report for report in self.reports if not report.complete)
-
-
-def plan_chunks(start: int, end: int, step: int, max_points: int) -> list[tuple[int, int]]:
-    """Split the grid ``start, start + step, ..., <= end`` into request ranges.
-
-    Each range ``(first, last)`` holds at most ``max_points`` grid points, both ends on the
-    grid; consecutive ranges are one step apart, so together they cover every grid point
-    exactly once.
-
-    Examples
-    --------
-    >>> plan_chunks(0, 600, 60, 4)
-    [(0, 180), (240, 420), (480, 600)]
-    """
-    if step <= 0 or max_points < 1 or end < start:
-        raise ConfigError(
-            f"cannot plan chunks for start={start!r}, end={end!r}, step={step!r}, "
-            f"max_points={max_points!r}"
-        )
-    span = (max_points - 1) * step
-    chunks = []
-    first = start
-    while first <= end:
-        last = min(first + span, end - (end - start) % step)
-        chunks.append((first, last))
-        first = last + step
-    return chunks
 
 
 class _AttemptError(Exception):
@@ -420,7 +291,7 @@ class PrometheusSource:
                 f"{timestamps[0]} and {timestamps[-1]}: check the metric name, the label "
                 f"matchers and the time range. Query: {query!r}"
             )
-        missing = _missing_ranges(values, timestamps)
+        missing = missing_ranges(values, timestamps)
         report = SeriesReport(
             workload=workload,
             column=column,
@@ -593,19 +464,6 @@ def _single_series(
             f"Prometheus answered a malformed series for workload {label!r} ({exc!r}). "
             f"Query: {query!r}"
         ) from exc
-
-
-def _missing_ranges(values: np.ndarray, timestamps: pd.DatetimeIndex) -> tuple[TimeRange, ...]:
-    missing = ~np.isfinite(values)
-    if not missing.any():
-        return ()
-    edges = np.diff(np.concatenate(([0], missing.astype(np.int8), [0])))
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1) - 1
-    return tuple(
-        TimeRange(start=timestamps[int(s)], end=timestamps[int(e)], points=int(e - s + 1))
-        for s, e in zip(starts, ends, strict=True)
-    )
 
 
 def _grid_bounds(start: TimeLike, end: TimeLike, step: int) -> tuple[int, int]:
