@@ -172,7 +172,7 @@ def test_wire_bytes(pb2: Any, message: str, fields: dict[str, Any], wire: bytes)
 @pytest.fixture(scope="module")
 def channel(pb2: Any, pb2_grpc: Any) -> Iterator[grpc.Channel]:
     # Method names are the RPC names of the proto, hence CamelCase.
-    class Servicer(pb2_grpc.ExternalScalerServicer):  # type: ignore[name-defined,misc]
+    class Servicer(pb2_grpc.ExternalScalerServicer):
         def IsActive(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
             return pb2.IsActiveResponse(result=request.scalerMetadata["active"] == "true")
 
