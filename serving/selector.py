@@ -65,15 +65,6 @@ class Operator(StrEnum):
 
 
 _SET_OPERATORS = frozenset({Operator.IN, Operator.NOT_IN})
-_EXACT_OPERATORS = frozenset(
-    {
-        Operator.EQUALS,
-        Operator.DOUBLE_EQUALS,
-        Operator.NOT_EQUALS,
-        Operator.GREATER_THAN,
-        Operator.LESS_THAN,
-    }
-)
 _NUMERIC_OPERATORS = frozenset({Operator.GREATER_THAN, Operator.LESS_THAN})
 
 # validation.IsQualifiedName / IsValidLabelValue / IsDNS1123Subdomain
