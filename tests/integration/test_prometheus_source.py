@@ -24,7 +24,7 @@ import pandas as pd
 import pytest
 
 from forecaster.frame import validate_frame
-from tests.integration.prometheus import Counter, Family, Gauge, PrometheusServer
+from tests.integration.prometheus import Counter, Family, Gauge, PrometheusServer, ServerFactory
 from training.exceptions import HistoryFetchError
 from training.sources.prometheus import PrometheusConfig, PrometheusSource
 
@@ -121,10 +121,10 @@ def prometheus_rate(points: list[tuple[int, float]], t: int) -> float:
         return math.nan
     increase = inside[-1][1] - inside[0][1]
     increase += sum(prev for (_, prev), (_, cur) in pairwise(inside) if cur < prev)
-    sampled = inside[-1][0] - inside[0][0]
+    sampled = float(inside[-1][0] - inside[0][0])
     average = sampled / (len(inside) - 1)
-    to_start = inside[0][0] - (t - RATE_WINDOW)
-    to_end = t - inside[-1][0]
+    to_start = float(inside[0][0] - (t - RATE_WINDOW))
+    to_end = float(t - inside[-1][0])
     if increase > 0 and inside[0][1] >= 0:
         to_start = min(to_start, sampled * inside[0][1] / increase)
     interval = sampled
@@ -142,7 +142,7 @@ def utc(seconds: int) -> pd.Timestamp:
 
 
 @pytest.fixture(scope="module")
-def server(prometheus_factory) -> PrometheusServer:  # type: ignore[no-untyped-def]
+def server(prometheus_factory: ServerFactory) -> PrometheusServer:
     return prometheus_factory(history())
 
 

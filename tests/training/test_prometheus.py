@@ -129,7 +129,7 @@ def test_plan_chunks_rejects_an_inverted_range() -> None:
 class FakeRange:
     """Replaces ``custom_query_range``: serves ``series[query]`` samples inside the range."""
 
-    def __init__(self, series: dict[str, list[list[dict[str, Any]]]]) -> None:
+    def __init__(self, series: dict[str, list[dict[str, Any]]]) -> None:
         self.series = series
         self.calls: list[tuple[str, float, float, str]] = []
 
