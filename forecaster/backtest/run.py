@@ -1,0 +1,190 @@
+"""The whole savings backtest on one demand series: forecasts, sweeps, headline numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from forecaster.backtest.frontier import PolicyPoint, headline_point, savings, sweep
+from forecaster.backtest.walkforward import WalkForward, walk_forward_forecast
+from forecaster.backtest.workload import WorkloadSpec
+from forecaster.exceptions import ConfigError, DataValidationError
+from forecaster.metrics import coverage, mase, pinball_loss
+from forecaster.models import BaseForecaster, make_model
+from forecaster.policies import FORECAST_POLICIES, Observation, QuantileForecast, policy_class
+from forecaster.policies.base import horizon_range
+from forecaster.policies.predictive import QUANTILE_GRID
+
+Progress = Callable[[str, int, int], None]
+DAY = 86400
+
+
+@dataclass(frozen=True)
+class BacktestSettings:
+    """What to compare and how.
+
+    Parameters
+    ----------
+    spec
+        The workload.
+    policies
+        Registered policy names.
+    train_window, retrain_every
+        Walk-forward windows in seconds.
+    model
+        Registered forecast model feeding ``predictive`` and ``hybrid``.
+    hold
+        Seconds past the lead the forecast window extends.
+    sim_step, seed
+        Simulation step and the seed of the cold-start draws and the model.
+    """
+
+    spec: WorkloadSpec
+    policies: tuple[str, ...] = (
+        "static",
+        "reactive",
+        "seasonal-naive",
+        "predictive",
+        "hybrid",
+        "oracle",
+    )
+    train_window: int = 14 * DAY
+    retrain_every: int = DAY
+    model: str = "lightgbm"
+    hold: float = 0.0
+    sim_step: float = 15.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in self.policies:
+            policy_class(name)
+        if not self.policies:
+            raise ConfigError("`policies` must name at least one policy, got none")
+
+
+@dataclass(frozen=True)
+class ForecastScore:
+    """Accuracy of the walk-forward forecasts at the lead horizon."""
+
+    horizon_seconds: int
+    mase: float
+    pinball: dict[float, float]
+    coverage: dict[float, float]
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """Everything the report shows."""
+
+    observation: Observation
+    times: pd.DatetimeIndex
+    frontier: dict[str, list[PolicyPoint]]
+    headline: dict[str, tuple[PolicyPoint, bool]]
+    cost_at_slo: dict[str, float | None]
+    savings_at_slo: dict[str, float | None]
+    forecast: dict[str, ForecastScore] = field(default_factory=dict)
+
+
+def backtest(
+    values: np.ndarray,
+    times: pd.DatetimeIndex,
+    step: int,
+    settings: BacktestSettings,
+    progress: Progress | None = None,
+) -> BacktestResult:
+    """Walk forward, sweep every policy, and compute cost at the SLO and savings.
+
+    Parameters
+    ----------
+    values
+        Demand rate per data step (NaN = missing: models skip it, the simulator replays it
+        linearly interpolated).
+    times
+        The UTC grid of ``values``.
+    step
+        Data step in seconds.
+    settings
+        Policies, windows, model and seed.
+    progress
+        Called as ``progress(stage, done, total)``.
+    """
+    values = np.asarray(values, dtype=float)
+    if np.isnan(values).all():
+        raise DataValidationError("the demand series has no values")
+    splitter = WalkForward(
+        _cells(settings.train_window, step), _cells(settings.retrain_every, step)
+    )
+    start = splitter.train_window
+    splitter.periods(len(values), start)  # fails early, with the windows, when data is short
+    spec = settings.spec
+    forecast = None
+    scores: dict[str, ForecastScore] = {}
+    if FORECAST_POLICIES & set(settings.policies):
+        first, last = horizon_range(spec.cold_start_model.planning_seconds, settings.hold, step)
+        forecast = walk_forward_forecast(
+            values,
+            times,
+            lambda h, q: _seeded_model(settings.model, h, q, settings.seed),
+            splitter,
+            range(first, last + 1),
+            QUANTILE_GRID,
+            start=start,
+            progress=None if progress is None else lambda d, t: progress("forecasts", d, t),
+        )
+        scores[settings.model] = score_forecast(values, forecast, start, step)
+    filled = pd.Series(values).interpolate(limit_direction="both").to_numpy()
+    obs = Observation(
+        filled,
+        float(step),
+        start,
+        spec,
+        sim_step=settings.sim_step,
+        train_window=splitter.train_window,
+        retrain_every=splitter.retrain_every,
+        forecast=forecast,
+    )
+    frontier = sweep(obs, settings.policies, seed=settings.seed, progress=progress)
+    headline = {n: headline_point(p, spec.slo_unserved_fraction) for n, p in frontier.items()}
+    costs = {n: (p.metrics.cost if meets else None) for n, (p, meets) in headline.items()}
+    return BacktestResult(obs, times, frontier, headline, costs, savings(costs), scores)
+
+
+def score_forecast(
+    values: np.ndarray, forecast: QuantileForecast, start: int, step: int
+) -> ForecastScore:
+    """MASE of the median and pinball loss and coverage per quantile at the lead horizon."""
+    horizon = forecast.horizons[0]
+    origins = np.arange(start - 1, len(values) - horizon)
+    actual = values[origins + horizon]
+    predicted = forecast.values[origins, 0, :]
+    keep = ~np.isnan(actual) & ~np.isnan(predicted).any(axis=1)
+    actual, predicted = actual[keep], predicted[keep]
+    history = values[:start]
+    season = max(1, DAY // step)
+    median = int(np.argmin(np.abs(np.array(forecast.quantiles) - 0.5)))
+    return ForecastScore(
+        horizon_seconds=horizon * step,
+        mase=mase(actual, predicted[:, median], history[~np.isnan(history)], season),
+        pinball={
+            q: pinball_loss(actual, predicted[:, i], q) for i, q in enumerate(forecast.quantiles)
+        },
+        coverage={q: coverage(actual, predicted[:, i]) for i, q in enumerate(forecast.quantiles)},
+    )
+
+
+def _seeded_model(
+    name: str, horizons: tuple[int, ...], quantiles: tuple[float, ...], seed: int
+) -> BaseForecaster:
+    model = make_model(name, horizons=horizons, quantiles=quantiles)
+    if "random_state" in model.get_params():  # the baselines draw nothing
+        model.set_params(random_state=seed)
+    return model
+
+
+def _cells(seconds: int, step: int) -> int:
+    if seconds % step:
+        raise ConfigError(f"windows must be whole data steps of {step} s, got {seconds} s")
+    return seconds // step

@@ -1,0 +1,141 @@
+"""``prewarm backtest``: what prewarm would have saved on a recorded demand series."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+from prewarm.options import Duration, progress_bar, split_names, user_errors
+
+DEFAULT_POLICIES = "static,reactive,seasonal-naive,predictive,hybrid,oracle"
+
+
+@click.command()
+@click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--value-col", help="Column holding the demand (default: detected).")
+@click.option("--step", "step", type=Duration(allow_auto=True), default="auto", show_default=True)
+@click.option("--cold-start", type=Duration(), default="5m", show_default=True)
+@click.option("--capacity-per-replica", type=float, help="Demand one warm replica serves.")
+@click.option(
+    "--peak-replicas",
+    type=int,
+    default=20,
+    show_default=True,
+    help="Size capacity so the 99th percentile of demand needs N replicas at utilization 1.",
+)
+@click.option("--replica-hour-cost", type=float, default=4.0, show_default=True)
+@click.option("--slo-latency", type=Duration(), default="30s", show_default=True)
+@click.option("--slo-unserved", type=float, default=0.001, show_default=True)
+@click.option("--policies", default=DEFAULT_POLICIES, show_default=True)
+@click.option("--model", default="lightgbm", show_default=True, help="Forecast model.")
+@click.option("--train-window", type=Duration(), default="14d", show_default=True)
+@click.option("--retrain-every", type=Duration(), default="1d", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path))
+def backtest(
+    data: Path,
+    value_col: str | None,
+    step: int | None,
+    cold_start: int,
+    capacity_per_replica: float | None,
+    peak_replicas: int,
+    replica_hour_cost: float,
+    slo_latency: int,
+    slo_unserved: float,
+    policies: str,
+    model: str,
+    train_window: int,
+    retrain_every: int,
+    seed: int,
+    json_path: Path | None,
+    report_dir: Path | None,
+) -> None:
+    """Replay DATA through a simulated cluster under each policy and report the savings.
+
+    The JSON holds data, evaluation, settings, policies (each at its cost-at-SLO point, or
+    its best point flagged meets_slo=false), frontier, cost_at_slo, savings_at_slo and
+    forecast.
+    """
+    with user_errors():
+        import numpy as np
+        import pandas as pd
+
+        from forecaster.backtest.run import BacktestSettings
+        from forecaster.backtest.run import backtest as run_backtest
+        from forecaster.backtest.workload import WorkloadSpec
+        from forecaster.exceptions import ConfigError
+        from forecaster.frame import infer_step, regularize
+        from forecaster.models import make_model
+        from prewarm import backtest_report
+        from training.sources.file import read_series
+
+        names = tuple(split_names(policies) or ())
+        make_model(model)  # unknown model names fail before reading any data
+        frame = read_series(data, value_col=value_col)
+        if frame["series"].nunique() != 1:
+            raise ConfigError(
+                f"DATA must hold one series, got {frame['series'].nunique()}: "
+                f"{sorted(frame['series'].unique())[:5]}"
+            )
+        grid_step = step or infer_step(frame)
+        frame = regularize(frame, grid_step)
+        values = frame["value"].to_numpy(dtype=float)
+        capacity = capacity_per_replica or _capacity_for(values, peak_replicas)
+        spec = WorkloadSpec(
+            capacity_per_replica=capacity,
+            cold_start=cold_start,
+            replica_hour_cost=replica_hour_cost,
+            slo_latency_seconds=slo_latency,
+            slo_unserved_fraction=slo_unserved,
+            max_replicas=max(2, math.ceil(float(np.nanmax(values)) / (capacity * 0.5)) + 1),
+        )
+        settings = BacktestSettings(
+            spec,
+            policies=names,
+            train_window=train_window,
+            retrain_every=retrain_every,
+            model=model,
+            seed=seed,
+        )
+        times = pd.DatetimeIndex(frame["timestamp"])
+        with progress_bar() as bar:
+            task = bar.add_task("backtest", total=None)
+
+            def progress(stage: str, done: int, total: int) -> None:
+                bar.update(task, description=stage, completed=done, total=total)
+
+            result = run_backtest(values, times, grid_step, settings, progress)
+        info: dict[str, Any] = {
+            "path": str(data),
+            "rows": len(frame),
+            "step_seconds": grid_step,
+            "start": times[0].isoformat(),
+            "end": times[-1].isoformat(),
+        }
+        document = backtest_report.to_json(result, info)
+        backtest_report.print_table(document)
+        if json_path is not None:
+            json_path.write_text(json.dumps(document, indent=2))
+        if report_dir is not None:
+            backtest_report.write_report(result, document, report_dir, seed)
+
+
+def _capacity_for(values: Any, peak_replicas: int) -> float:
+    import numpy as np
+
+    from forecaster.exceptions import ConfigError, DataValidationError
+
+    if peak_replicas < 1:
+        raise ConfigError(f"`--peak-replicas` must be >= 1, got {peak_replicas}")
+    p99 = float(np.nanquantile(values, 0.99))
+    if not p99 > 0:
+        raise DataValidationError(
+            f"cannot size replicas: the 99th percentile of demand is {p99}; "
+            "give --capacity-per-replica"
+        )
+    return p99 / peak_replicas

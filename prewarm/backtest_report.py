@@ -1,0 +1,167 @@
+"""Writes a backtest result: JSON, Markdown, PNG plots and a rich table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from forecaster.backtest.frontier import RECOMMENDED, run_policy
+from forecaster.backtest.run import BacktestResult
+
+JSON_NAME, MARKDOWN_NAME = "backtest.json", "backtest.md"
+CAPACITY_PNG, FRONTIER_PNG = "capacity.png", "frontier.png"
+
+
+def _knob(params: dict[str, float]) -> dict[str, float] | None:
+    return dict(params) or None
+
+
+def to_json(result: BacktestResult, data: dict[str, Any]) -> dict[str, Any]:
+    """The stable JSON document (keys documented in the ``prewarm backtest`` help)."""
+    obs = result.observation
+    spec = obs.spec
+    start = result.times[obs.start]
+    end = result.times[-1] + (result.times[1] - result.times[0])
+    policies = {}
+    for name, (point, meets) in result.headline.items():
+        policies[name] = {
+            "knob": _knob(point.params),
+            **point.metrics.to_dict(),
+            "meets_slo": meets,
+        }
+    return {
+        "data": data,
+        "evaluation": {
+            "start": start.isoformat(),
+            "end": end.isoformat(),
+            "hours": (end - start).total_seconds() / 3600.0,
+        },
+        "settings": {
+            "cold_start_seconds": spec.cold_start_model.planning_seconds,
+            "capacity_per_replica": spec.capacity_per_replica,
+            "replica_hour_cost": spec.replica_hour_cost,
+            "slo_latency_seconds": spec.slo_latency_seconds,
+            "slo_unserved_fraction": spec.slo_unserved_fraction,
+            "target_utilization": spec.target_utilization,
+            "min_replicas": spec.min_replicas,
+            "max_replicas": spec.max_replicas,
+        },
+        "policies": policies,
+        "frontier": {
+            name: [
+                {
+                    "knob": _knob(p.params),
+                    "replica_hours": p.metrics.replica_hours,
+                    "cost": p.metrics.cost,
+                    "unserved_fraction": p.metrics.unserved_fraction,
+                }
+                for p in points
+            ]
+            for name, points in result.frontier.items()
+        },
+        "cost_at_slo": result.cost_at_slo,
+        "savings_at_slo": result.savings_at_slo,
+        "forecast": {
+            model: {
+                "horizon_seconds": score.horizon_seconds,
+                "mase": score.mase,
+                "pinball": {str(q): v for q, v in score.pinball.items()},
+                "coverage": {str(q): v for q, v in score.coverage.items()},
+            }
+            for model, score in result.forecast.items()
+        },
+    }
+
+
+def print_table(document: dict[str, Any]) -> None:
+    """The per-policy headline as a rich table on stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    slo = document["settings"]["slo_unserved_fraction"]
+    table = Table(title=f"Cost at SLO (unserved <= {slo:g})")
+    for column in ("policy", "knob", "cost", "replica-h", "unserved", "SLO min", "cold starts"):
+        table.add_column(column, justify="left" if column in ("policy", "knob") else "right")
+    for name, row in document["policies"].items():
+        table.add_row(
+            name if row["meets_slo"] else f"{name} (misses SLO)",
+            _knob_text(row["knob"]),
+            f"{row['cost']:,.1f}",
+            f"{row['replica_hours']:,.1f}",
+            f"{row['unserved_fraction']:.2e}",
+            f"{row['slo_violation_minutes']:,.0f}",
+            str(row["cold_starts"]),
+        )
+    console = Console()
+    console.print(table)
+    console.print(_savings_line(document["savings_at_slo"]))
+
+
+def _knob_text(knob: dict[str, float] | None) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in (knob or {}).items()) or "-"
+
+
+def _fraction(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.1%}"
+
+
+def _savings_line(savings: dict[str, float | None]) -> str:
+    return (
+        f"{RECOMMENDED} savings at SLO: vs reactive {_fraction(savings['vs_reactive'])}, "
+        f"vs static {_fraction(savings['vs_static'])}, "
+        f"vs seasonal-naive {_fraction(savings['vs_seasonal_naive'])}; "
+        f"gap to oracle {_fraction(savings['oracle_gap'])}"
+    )
+
+
+def write_report(
+    result: BacktestResult, document: dict[str, Any], directory: Path, seed: int
+) -> None:
+    """PNG plots, the JSON and a short Markdown report in ``directory``."""
+    from forecaster.backtest.plots import capacity_figure, frontier_figure
+
+    directory.mkdir(parents=True, exist_ok=True)
+    obs = result.observation
+    runs = {
+        name: run_policy(obs, name, point.params, seed)[0]
+        for name, (point, _) in result.headline.items()
+    }
+    capacity_figure(runs, obs.spec.capacity_per_replica).savefig(directory / CAPACITY_PNG, dpi=110)
+    frontier_figure(result.frontier, obs.spec.slo_unserved_fraction).savefig(
+        directory / FRONTIER_PNG, dpi=110
+    )
+    (directory / JSON_NAME).write_text(json.dumps(document, indent=2))
+    (directory / MARKDOWN_NAME).write_text(markdown(document))
+
+
+def markdown(document: dict[str, Any]) -> str:
+    """A short report tying the table, the plots and the JSON together."""
+    data, evaluation = document["data"], document["evaluation"]
+    lines = [
+        "# Backtest",
+        "",
+        f"Data `{data['path']}`: {data['rows']} rows every {data['step_seconds']} s; "
+        f"evaluated {evaluation['start']} to {evaluation['end']} ({evaluation['hours']:.1f} h).",
+        "",
+        "| policy | knob | cost | replica-hours | unserved | meets SLO |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for name, row in document["policies"].items():
+        lines.append(
+            f"| {name} | {_knob_text(row['knob'])} | {row['cost']:,.1f} | "
+            f"{row['replica_hours']:,.1f} | {row['unserved_fraction']:.2e} | "
+            f"{'yes' if row['meets_slo'] else 'no'} |"
+        )
+    lines += [
+        "",
+        _savings_line(document["savings_at_slo"]) + ".",
+        "",
+        f"![capacity]({CAPACITY_PNG})",
+        "",
+        f"![frontier]({FRONTIER_PNG})",
+        "",
+        f"Every number is in [{JSON_NAME}]({JSON_NAME}).",
+        "",
+    ]
+    return "\n".join(lines)
