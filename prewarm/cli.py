@@ -12,6 +12,7 @@ from prewarm import __version__
 
 # name -> "module:attribute" of a click command; one line per subcommand.
 COMMANDS: dict[str, str] = {
+    "backtest": "prewarm.backtest:backtest",
     "evaluate": "prewarm.evaluate:evaluate",
 }
 
