@@ -61,7 +61,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = {name: run(frame, args.model) for name, frame in load().items()}
     table = pd.DataFrame(rows).T
-    print(table.to_markdown(floatfmt=".3g") if hasattr(table, "to_markdown") else table)
+    print(table.to_string(float_format=lambda v: f"{v:.3g}"))
 
 
 if __name__ == "__main__":
