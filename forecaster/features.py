@@ -119,14 +119,17 @@ def _cells(duration: str, step: int, *, minimum: int = 1) -> int:
     return max(minimum, round(parse_duration(duration) / step))
 
 
+MIN_SCALE = 1e-9  # below this a trailing mean is a silent stretch, not a level
+
+
 def trailing_scale(values: np.ndarray, window: int) -> np.ndarray:
     """Trailing mean over ``window`` cells at every cell; where it is not positive (a silent
     stretch), the expanding mean; where that is not positive either, 1."""
     series = pd.Series(values)
     scale = series.rolling(window, min_periods=1).mean().to_numpy()
     expanding = series.expanding(min_periods=1).mean().to_numpy()
-    scale = np.where(np.isfinite(scale) & (scale > 0), scale, expanding)
-    return np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+    scale = np.where(np.isfinite(scale) & (scale > MIN_SCALE), scale, expanding)
+    return np.where(np.isfinite(scale) & (scale > MIN_SCALE), scale, 1.0)
 
 
 def take(values: np.ndarray, index: np.ndarray) -> np.ndarray:

@@ -33,12 +33,17 @@ class Columns:
 DEFAULT_COLUMNS = Columns()
 
 
+def _plain(value: object) -> object:
+    """numpy scalars print as ``np.float64(1.0)``; users want ``1.0``."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _rows(index: pd.Index, values: pd.Series | None = None) -> str:
     shown = list(index[:_SHOWN])
     if values is None:
         text = ", ".join(str(i) for i in shown)
     else:
-        text = ", ".join(f"{i}: {values.loc[i]!r}" for i in shown)
+        text = ", ".join(f"{i}: {_plain(values.loc[i])!r}" for i in shown)
     more = f" and {len(index) - _SHOWN} more" if len(index) > _SHOWN else ""
     return f"rows {text}{more}"
 
