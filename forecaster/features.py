@@ -79,7 +79,9 @@ class FeatureConfig:
     calendar: tuple[str, ...] = ("minute_of_day", "day_of_week", "is_weekend")
     covariate_lags: tuple[int, ...] = (0, 1)
     events: tuple[Event, ...] = field(default_factory=tuple)
-    scale_window: str = "1d"
+    # A week, not a day: after a quiet day (a holiday, an outage) a one-day mean collapses and
+    # every scaled value and calibration score explodes with it.
+    scale_window: str = "7d"
 
     def __post_init__(self) -> None:
         if any(not isinstance(lag, int) or lag < 0 for lag in (*self.lags, *self.covariate_lags)):

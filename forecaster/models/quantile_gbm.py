@@ -55,9 +55,13 @@ class QuantileGradientBoosting(BaseForecaster):
         rng = np.random.default_rng(self.random_state)
         if rows.size > self.max_train_rows:
             rows = np.sort(rng.choice(rows, self.max_train_rows, replace=False))
-        self.feature_names_ = matrix.names
+        # A feature never observed in training (a 7-day lag on 5 days of data) carries nothing,
+        # and some regressors refuse all-missing columns.
+        self.columns_used_ = np.flatnonzero(np.isfinite(matrix.X[rows]).any(axis=0))
+        self.feature_names_ = tuple(matrix.names[i] for i in self.columns_used_)
+        X = matrix.X[:, self.columns_used_]
         self.regressors_ = {
-            key: self.make_regressor(q).fit(matrix.X[sel], ratio[sel])
+            key: self.make_regressor(q).fit(X[sel], ratio[sel])
             for key, q, sel in self._groups(matrix.horizon, rows)
         }
         self.calibrator_: ConformalCalibrator | None = None
@@ -102,15 +106,16 @@ class QuantileGradientBoosting(BaseForecaster):
         ]
 
     def _raw_predict(self, matrix: FeatureMatrix) -> np.ndarray:
-        out = np.zeros((len(matrix.X), len(self.quantiles)))
+        X = matrix.X[:, self.columns_used_]
+        out = np.zeros((len(X), len(self.quantiles)))
         for j, q in enumerate(self.quantiles):
             if self.multi_horizon == "stacked":
-                out[:, j] = self.regressors_[(None, q)].predict(matrix.X)
+                out[:, j] = self.regressors_[(None, q)].predict(X)
                 continue
             for h in self.horizons:
                 sel = matrix.horizon == h
                 if sel.any():
-                    out[sel, j] = self.regressors_[(h, q)].predict(matrix.X[sel])
+                    out[sel, j] = self.regressors_[(h, q)].predict(X[sel])
         return out
 
     def _predict_panel(self, panel: Panel, origins: Sequence[np.ndarray]) -> np.ndarray:

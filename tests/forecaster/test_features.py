@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forecaster.exceptions import ConfigError
+from forecaster.features import Event, FeatureConfig, build_features, feature_names, target_values
+from forecaster.panel import Panel
+
+STEP = 60
+START = int(pd.Timestamp("2026-01-03 23:50", tz="UTC").timestamp())  # a Saturday
+
+
+def panel(values, covariate=None):
+    values = np.asarray(values, dtype=float)
+    covs = {} if covariate is None else {"gpu": (np.asarray(covariate, dtype=float),)}
+    return Panel(STEP, ("a",), np.array([START]), (values,), covs)
+
+
+def features_at(p, origin, horizons, config):
+    matrix = build_features(p, [np.array([origin])], horizons, config)
+    return pd.DataFrame(matrix.X.astype(float), columns=matrix.names), matrix
+
+
+CONFIG = FeatureConfig(
+    lags=(0, 2),
+    windows=("3m",),
+    window_stats=("mean", "max", "std"),
+    seasonal_lags=("5m",),
+    seasonal_smoothing=0,
+    calendar=("minute_of_day", "hour", "day_of_week", "is_weekend"),
+    covariate_lags=(1,),
+    events=(Event("launch", "2026-01-04 00:00", "2026-01-04 00:30"),),
+    scale_window="2m",
+)
+
+
+def test_every_feature_matches_a_hand_computation():
+    y = np.arange(1.0, 21.0)  # y[i] = i + 1
+    gpu = np.arange(100.0, 120.0)
+    frame, matrix = features_at(panel(y, gpu), origin=9, horizons=(3,), config=CONFIG)
+    row = frame.iloc[0]
+    scale = (9 + 10) / 2  # mean of y[8], y[9]
+    assert matrix.scale[0] == pytest.approx(scale)
+    assert row["series_code"] == 0 and row["horizon"] == 3
+    assert row["log_scale"] == pytest.approx(np.log1p(scale))
+    assert row["lag_0"] == pytest.approx(10 / scale)
+    assert row["lag_2"] == pytest.approx(8 / scale)
+    assert row["mean_3m"] == pytest.approx(9 / scale)  # y[7..9] = 8, 9, 10
+    assert row["max_3m"] == pytest.approx(10 / scale)
+    assert row["std_3m"] == pytest.approx(1 / scale, rel=1e-5)
+    # Target cell 12, one 5-cell season before: cell 7 (value 8). Level now (mean 3m at 9) is 9,
+    # one season before the origin (mean 3m at 4) is 4: rescaled = 8 * 9 / 4.
+    assert row["seasonal_5m"] == pytest.approx(8 / scale)
+    assert row["seasonal_5m_rescaled"] == pytest.approx(8 * 9 / 4 / scale, rel=1e-5)
+    # Target time: origin 23:59 + 3 min = 00:02 on Sunday 2026-01-04.
+    assert row["cal_minute_of_day"] == 2
+    assert row["cal_hour"] == 0
+    assert row["cal_day_of_week"] == 6
+    assert row["cal_is_weekend"] == 1
+    assert row["gpu_lag_1"] == pytest.approx(108.0)
+    assert row["event_launch"] == 1
+    assert target_values(panel(y, gpu), matrix)[0] == 13.0
+
+
+def test_event_flag_is_off_outside_the_window_and_lags_before_the_data_are_missing():
+    y = np.arange(1.0, 21.0)
+    frame, _ = features_at(panel(y, y), origin=1, horizons=(1,), config=CONFIG)
+    assert frame.loc[0, "event_launch"] == 0  # target 23:52 Saturday
+    assert np.isnan(frame.loc[0, "lag_2"])
+
+
+def test_seasonal_lag_that_would_reach_past_the_origin_is_missing():
+    y = np.arange(1.0, 40.0)
+    frame, _ = features_at(panel(y), origin=20, horizons=(6,), config=CONFIG)
+    assert np.isnan(frame.loc[0, "seasonal_5m"])
+
+
+def test_names_match_the_matrix_and_short_windows_are_dropped():
+    config = FeatureConfig(windows=("1m", "10m"), seasonal_lags=(), calendar=())
+    names = feature_names(config, STEP, ["gpu"])
+    assert "mean_1m" not in names and "mean_10m" in names
+    _, matrix = features_at(panel(np.ones(30), np.ones(30)), 10, (1, 2), config)
+    assert list(matrix.names) == names
+    assert matrix.X.shape == (2, len(names))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    values=st.lists(st.floats(0, 1e4, allow_nan=False), min_size=40, max_size=80),
+    origin_share=st.floats(0.1, 0.9),
+    noise=st.floats(-1e3, 1e3),
+    seed=st.integers(0, 2**16),
+)
+def test_no_feature_of_an_origin_changes_when_the_future_does(values, origin_share, noise, seed):
+    y = np.asarray(values)
+    origin = int(origin_share * (len(y) - 1))
+    config = FeatureConfig(
+        lags=(0, 1, 3),
+        windows=("3m", "10m"),
+        seasonal_lags=("5m", "12m"),
+        seasonal_smoothing=1,
+        covariate_lags=(0, 2),
+        scale_window="7m",
+    )
+    rng = np.random.default_rng(seed)
+    future = y.copy()
+    future[origin + 1 :] = np.abs(future[origin + 1 :] + noise * rng.random(len(y) - origin - 1))
+    future[origin + 1 :: 3] = np.nan  # gaps appearing in the future change nothing either
+    covariate = y * 2
+    covariate_future = covariate.copy()
+    covariate_future[origin + 1 :] = rng.random(len(y) - origin - 1)
+    before, _ = features_at(panel(y, covariate), origin, (1, 2, 4), config)
+    after, _ = features_at(panel(future, covariate_future), origin, (1, 2, 4), config)
+    np.testing.assert_array_equal(before.to_numpy(), after.to_numpy())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        pytest.param({"lags": (-1,)}, r"`lags` and `covariate_lags` must be whole cells", id="lag"),
+        pytest.param({"calendar": ("moon_phase",)}, r"`calendar` has unknown entries", id="cal"),
+        pytest.param({"window_stats": ("median",)}, r"`window_stats` has unknown", id="stat"),
+        pytest.param({"windows": ("ten minutes",)}, r"duration such as 30s", id="window"),
+        pytest.param({"seasonal_smoothing": -1}, r"`seasonal_smoothing` must be >= 0", id="smooth"),
+        pytest.param(
+            {"events": (Event("x", "2026-01-02", "2026-01-01"),)},
+            r"event 'x' must end after",
+            id="event",
+        ),
+    ],
+)
+def test_config_errors_name_the_field(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        FeatureConfig(**kwargs)
+
+
+def test_config_round_trips_through_plain_data():
+    assert FeatureConfig.from_dict(CONFIG.to_dict()) == CONFIG
