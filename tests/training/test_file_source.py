@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecaster.exceptions import DataValidationError
+from training.exceptions import SourceError
+from training.sources.file import load_history, read_series
+
+REPO_DATA = Path(__file__).resolve().parents[2] / "data"
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+VALUE_COLUMNS = {"azure_vm_cpu_5min_relative.csv": "cpu_usage"}
+EXPECTED_STEPS = {
+    "nyc_taxi_passengers_30min.csv": 1800,
+    "twitter_volume_amzn_5min.csv": 300,
+    "asg_cpu_utilization_5min.csv": 300,
+    "azure_vm_cpu_5min_relative.csv": 300,
+    "google_cluster_cpu_5min.csv": 300,
+    "azure_llm_conv_requests_1s.csv": 1,
+    "azure_llm_conv_arrivals.csv": 60,
+}
+
+
+def _check_trace(path: Path) -> None:
+    history = load_history(path, value_col=VALUE_COLUMNS.get(path.name))
+    frame = history.frame
+    assert history.step == EXPECTED_STEPS[path.name]
+    assert list(frame.columns) == ["series", "timestamp", "value"]
+    assert frame["series"].unique().tolist() == [path.stem]
+    assert frame["timestamp"].diff().dropna().dt.total_seconds().eq(history.step).all()
+    assert (frame["value"].dropna() >= 0).all()
+    assert frame["value"].notna().mean() > 0.99
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_STEPS))
+def test_reads_every_shipped_trace(name):
+    _check_trace(REPO_DATA / name)
+
+
+def test_reads_every_file_of_the_shared_data_folder():
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"no shared data folder at {SHARED_DATA}")
+    files = sorted(SHARED_DATA.glob("*.csv"))
+    assert files
+    for path in files:
+        _check_trace(path)
+
+
+def test_arrival_log_is_counted_per_step_as_a_rate():
+    arrivals = REPO_DATA / "azure_llm_conv_arrivals.csv"
+    per_minute = read_series(arrivals, step=60)
+    assert per_minute["value"].sum() * 60 == pytest.approx(19366)
+    tokens = read_series(arrivals, step=60, value_col="GeneratedTokens")
+    raw = pd.read_csv(arrivals)
+    assert tokens["value"].sum() * 60 == pytest.approx(raw["GeneratedTokens"].sum())
+    # The per-second file of the same trace agrees with the arrival count.
+    per_second = load_history(REPO_DATA / "azure_llm_conv_requests_1s.csv", step=60).frame
+    common = per_minute.merge(per_second, on="timestamp", suffixes=("_log", "_1s"))
+    inner = common.iloc[1:-1]  # edge minutes are partial in the 1 s file
+    np.testing.assert_allclose(inner["value_log"], inner["value_1s"], rtol=1e-9)
+
+
+def test_unix_seconds_parquet_and_long_files(tmp_path):
+    unix = tmp_path / "unix.csv"
+    pd.DataFrame({"timestamp": [0, 60, 120], "rps": [1.0, 2.0, 3.0]}).to_csv(unix, index=False)
+    frame = read_series(unix)
+    assert frame["timestamp"].iloc[1] == pd.Timestamp("1970-01-01 00:01", tz="UTC")
+    long = pd.DataFrame(
+        {
+            "workload": ["a", "a", "b", "b"],
+            "time": ["2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"] * 2,
+            "value": [1.0, 2.0, 3.0, 4.0],
+        }
+    )
+    parquet = tmp_path / "long.parquet"
+    long.to_parquet(parquet)
+    frame = read_series(parquet)
+    assert frame.groupby("series")["value"].sum().to_dict() == {"a": 3.0, "b": 7.0}
+
+
+@pytest.mark.parametrize(
+    ("content", "name", "kwargs", "error", "match"),
+    [
+        pytest.param(None, "missing.csv", {}, SourceError, "does not exist", id="missing"),
+        pytest.param(
+            "a,b\n1,2\n", "data.json", {}, SourceError, "must be .csv or .parquet", id="suffix"
+        ),
+        pytest.param(
+            "timestamp,x,z\n0,1,2\n60,1,2\n",
+            "two.csv",
+            {},
+            SourceError,
+            r"candidates \['x', 'z'\]; pick one with --value-col",
+            id="ambiguous",
+        ),
+        pytest.param(
+            "timestamp,value\n0,1\n60,2\n",
+            "v.csv",
+            {"value_col": "rps"},
+            SourceError,
+            r"`value_col` 'rps' is not a column",
+            id="unknown-column",
+        ),
+        pytest.param(
+            "timestamp,value\n0,1\n60,-2\n",
+            "neg.csv",
+            {},
+            DataValidationError,
+            r"negative demand at rows 1: -2.0",
+            id="negative",
+        ),
+    ],
+)
+def test_file_errors_are_clear(tmp_path, content, name, kwargs, error, match):
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(error, match=match):
+        read_series(path, **kwargs)
