@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+DEMO_TRACE := data/twitter_volume_amzn_5min.csv
+
 demo: $(STAMP)
-	$(BIN)/prewarm demo
+	$(BIN)/prewarm evaluate $(DEMO_TRACE) --eval-days 2 --models last-value,ewma,seasonal-naive-daily,lightgbm
+	$(BIN)/prewarm backtest $(DEMO_TRACE) --train-window 7d --report-dir prewarm-report --json prewarm-report/backtest.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
