@@ -14,6 +14,7 @@ from prewarm import __version__
 COMMANDS: dict[str, str] = {
     "backtest": "prewarm.backtest:backtest",
     "evaluate": "prewarm.evaluate:evaluate",
+    "serve": "prewarm.serve:serve",
 }
 
 

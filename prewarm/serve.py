@@ -1,0 +1,98 @@
+"""``prewarm serve``: external metrics for the HPA, KEDA's metrics-api and external scaler."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from prewarm.options import user_errors
+
+
+def build_components(config_path: Path, tracking_uri: str | None) -> Any:
+    """Read the config file and assemble the serving components (source, registry, config)."""
+    from serving.models import MlflowRegistry
+    from serving.runtime import ServingComponents
+    from serving.settings import refresh_config_from_project
+    from training.config import load_config
+    from training.settings import resolve_tracking_uri
+    from training.sources import make_source
+
+    config = load_config(config_path)
+    source_config = config.source
+    return ServingComponents(
+        config=refresh_config_from_project(config),
+        source_factory=lambda: make_source(source_config.type, source_config),
+        registry=MlflowRegistry(resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)),
+    )
+
+
+@click.command()
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Config file (workloads, source, `serving:` and `mlflow:` sections).",
+)
+@click.option("--host", default=None, help="Bind address [default: 127.0.0.1].")
+@click.option("--port", type=int, default=None, help="HTTP(S) port [default: 8080].")
+@click.option("--grpc-port", type=int, default=None, help="KEDA external scaler port [9000].")
+@click.option("--no-grpc", is_flag=True, help="Do not start the gRPC external scaler.")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--client-ca",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Verify client certificates against this CA (the front-proxy CA).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Require this bearer token on the KEDA metrics-api endpoints (or PREWARM_TOKEN).",
+)
+@click.option("--tracking-uri", default=None, help="MLflow tracking URI of the registry.")
+@click.option("--log-level", default=None, help="Log level [default: INFO].")
+def serve(
+    config_path: Path,
+    host: str | None,
+    port: int | None,
+    grpc_port: int | None,
+    no_grpc: bool,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    client_ca: Path | None,
+    token_file: Path | None,
+    tracking_uri: str | None,
+    log_level: str | None,
+) -> None:
+    """Serve forecasts to the HPA (External Metrics API) and to KEDA (HTTP and gRPC)."""
+    import uvicorn
+
+    from serving.app import create_app, uvicorn_config
+    from serving.observability import configure_logging
+    from serving.settings import ServingSettings
+
+    with user_errors():
+        flags: dict[str, Any] = {
+            "host": host,
+            "port": port,
+            "grpc_port": grpc_port,
+            "tls_cert": tls_cert,
+            "tls_key": tls_key,
+            "client_ca": client_ca,
+            "token_file": token_file,
+            "tracking_uri": tracking_uri,
+            "log_level": log_level,
+        }
+        try:
+            settings = ServingSettings(**{k: v for k, v in flags.items() if v is not None})
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from exc
+        if no_grpc:
+            settings = settings.model_copy(update={"grpc_port": None})
+        configure_logging(settings.log_level)
+        components = build_components(config_path, settings.tracking_uri)
+        app = create_app(settings, components)
+        uvicorn.Server(uvicorn_config(app, settings)).run()

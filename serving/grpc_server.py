@@ -1,0 +1,243 @@
+"""KEDA's ``externalscaler.ExternalScaler`` service, served from the same snapshot as HTTP.
+
+Trigger metadata (``scalerMetadata``):
+
+=======================  ==================================================================
+``workload``             Required: the workload to scale.
+``metric``               ``desired_replicas`` (default; target 1, so the HPA follows the
+                         replica count) or ``forecast_demand`` (target = capacity per
+                         replica x target utilization).
+``activationThreshold``  Forecast demand above which the workload is active (default 0):
+                         ``IsActive`` turns true as soon as the forecast over the lead window
+                         needs capacity, so KEDA wakes the workload from zero *before* the
+                         traffic arrives.
+=======================  ==================================================================
+
+Errors: unknown workload -> ``NOT_FOUND``; missing or bad metadata -> ``INVALID_ARGUMENT``;
+stale forecast -> ``UNAVAILABLE`` (KEDA's fallback then applies). ``StreamMetricSpec`` answers
+``UNIMPLEMENTED``, which keeps KEDA pull-only for specs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from serving import k8s
+from serving.exceptions import MetadataError, ServingError, UnknownMetricError
+from serving.runtime import Runtime
+from serving.scaler_messages import metric_spec, metric_value, workload_from_metadata
+from serving.stubs import load_externalscaler
+
+__all__ = ["ExternalScalerServicer", "GrpcServer"]
+
+logger = logging.getLogger(__name__)
+
+_METRICS = {
+    "desired_replicas": k8s.METRIC_DESIRED_REPLICAS,
+    "forecast_demand": k8s.METRIC_FORECAST_DEMAND,
+}
+
+
+def _abort(context: grpc.ServicerContext, exc: ServingError) -> Any:
+    context.abort(grpc.StatusCode[exc.grpc_code], str(exc))
+
+
+class ExternalScalerServicer:
+    """Implements the four KEDA RPCs on top of a :class:`~serving.runtime.Runtime`.
+
+    Parameters
+    ----------
+    runtime : Runtime
+        Shared state; only its snapshot, config and metrics are read.
+    pb2 : module
+        Generated messages.
+    stream_poll_seconds : float, default 5
+        How often an open ``StreamIsActive`` re-checks activity when no refresh happened
+        (a forecast can go stale without a new snapshot).
+    """
+
+    def __init__(self, runtime: Runtime, pb2: Any, *, stream_poll_seconds: float = 5.0) -> None:
+        self.runtime = runtime
+        self.pb2 = pb2
+        self.stream_poll_seconds = stream_poll_seconds
+        self.stopping = threading.Event()
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _workload(self, ref: Any) -> str:
+        workload = workload_from_metadata(ref.scalerMetadata)
+        self.runtime.store.current.state(workload)  # NOT_FOUND for unknown names
+        return workload
+
+    @staticmethod
+    def _metric(ref: Any) -> str:
+        key = ref.scalerMetadata.get("metric", "desired_replicas").strip() or "desired_replicas"
+        if key not in _METRICS:
+            raise MetadataError(
+                f"trigger metadata `metric` must be one of {sorted(_METRICS)}, got {key!r}"
+            )
+        return _METRICS[key]
+
+    @staticmethod
+    def _threshold(ref: Any) -> float:
+        text = ref.scalerMetadata.get("activationThreshold", "0").strip() or "0"
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value >= 0):
+            raise MetadataError(
+                f"trigger metadata `activationThreshold` must be a number >= 0, got {text!r}"
+            )
+        return value
+
+    def _active(self, ref: Any) -> bool:
+        workload = self._workload(ref)
+        threshold = self._threshold(ref)
+        forecast = self.runtime.forecast(workload, api="grpc")
+        return forecast.forecast_demand > threshold
+
+    # -- RPCs ------------------------------------------------------------------------------
+    def IsActive(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        """True when the forecast over the lead window needs capacity."""
+        try:
+            return self.pb2.IsActiveResponse(result=self._active(request))
+        except ServingError as exc:
+            return _abort(context, exc)
+
+    def StreamIsActive(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:  # noqa: N802
+        """Push the activity now, then again every time it changes."""
+        store = self.runtime.store
+        last: bool | None = None
+        seen = store.current
+        while context.is_active() and not self.stopping.is_set():
+            try:
+                active = self._active(request)
+            except ServingError as exc:
+                _abort(context, exc)
+                return
+            if active != last:
+                last = active
+                yield self.pb2.IsActiveResponse(result=active)
+            seen = store.wait_for_change(seen, timeout=self.stream_poll_seconds)
+
+    def GetMetricSpec(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        """One metric: desired replicas (target 1) or forecast demand (capacity x utilization)."""
+        try:
+            workload = self._workload(request)
+            metric = self._metric(request)
+            self._threshold(request)
+            spec = self.runtime.components.config.by_name()[workload].spec
+            target = (
+                1.0
+                if metric == k8s.METRIC_DESIRED_REPLICAS
+                else spec.capacity_per_replica * spec.target_utilization
+            )
+            spec_message = metric_spec(self.pb2, metric, target)
+            return self.pb2.GetMetricSpecResponse(metricSpecs=[spec_message])
+        except ServingError as exc:
+            return _abort(context, exc)
+
+    def GetMetrics(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        """The current value of the requested metric (UNAVAILABLE while stale)."""
+        try:
+            ref = request.scaledObjectRef
+            workload = self._workload(ref)
+            name = request.metricName or self._metric(ref)
+            if name not in _METRICS.values():
+                raise UnknownMetricError(
+                    f"unknown metric {name!r}; served metrics: {', '.join(_METRICS.values())}",
+                    metric=name,
+                )
+            forecast = self.runtime.forecast(workload, api="grpc")
+            value = (
+                float(forecast.desired_replicas)
+                if name == k8s.METRIC_DESIRED_REPLICAS
+                else forecast.forecast_demand
+            )
+            return self.pb2.GetMetricsResponse(metricValues=[metric_value(self.pb2, name, value)])
+        except ServingError as exc:
+            return _abort(context, exc)
+
+    def StreamMetricSpec(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        """Not implemented: KEDA then stays pull-only for metric specs."""
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "StreamMetricSpec is not implemented")
+
+
+class GrpcServer:
+    """A gRPC server in its own threads, serving :class:`ExternalScalerServicer`.
+
+    Parameters
+    ----------
+    runtime : Runtime
+        Shared state.
+    host : str
+        Bind address.
+    port : int
+        Port; 0 picks a free one (see :attr:`port` after :meth:`start`).
+    tls_cert, tls_key, client_ca : Path or None
+        Serve TLS with this certificate; verify client certificates against ``client_ca``
+        when presented.
+    max_workers : int, default 32
+        Handler threads; each open ``StreamIsActive`` holds one.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        host: str,
+        port: int,
+        tls_cert: Path | None = None,
+        tls_key: Path | None = None,
+        client_ca: Path | None = None,
+        max_workers: int = 32,
+    ) -> None:
+        self.runtime = runtime
+        self.host = host
+        self.requested_port = port
+        self.tls = (tls_cert, tls_key, client_ca)
+        self.max_workers = max_workers
+        self.port: int | None = None
+        self._server: grpc.Server | None = None
+        self._servicer: ExternalScalerServicer | None = None
+
+    def start(self) -> int:
+        """Bind and start; return the bound port."""
+        stubs = load_externalscaler()
+        server = grpc.server(futures.ThreadPoolExecutor(self.max_workers, "grpc"))
+        servicer = ExternalScalerServicer(self.runtime, stubs.pb2)
+        stubs.pb2_grpc.add_ExternalScalerServicer_to_server(servicer, server)
+        address = f"{self.host}:{self.requested_port}"
+        cert, key, client_ca = self.tls
+        if cert is not None and key is not None:
+            credentials = grpc.ssl_server_credentials(
+                [(key.read_bytes(), cert.read_bytes())],
+                root_certificates=client_ca.read_bytes() if client_ca else None,
+                require_client_auth=False,
+            )
+            port = server.add_secure_port(address, credentials)
+        else:
+            port = server.add_insecure_port(address)
+        if port == 0:
+            raise OSError(f"cannot bind the gRPC server to {address}")
+        server.start()
+        self._server, self._servicer, self.port = server, servicer, port
+        logger.info("gRPC external scaler listening", extra={"address": f"{self.host}:{port}"})
+        return port
+
+    def stop(self, grace: float = 2.0) -> None:
+        """Close open streams and stop."""
+        if self._servicer is not None:
+            self._servicer.stopping.set()
+            self.runtime.store.wake_all()
+        if self._server is not None:
+            self._server.stop(grace).wait(grace + 1)
+            self._server = None

@@ -1,0 +1,269 @@
+"""The model the refresher plans with, and how a new registry version replaces it safely.
+
+The registry is read through :class:`ModelRegistry` (``champion_version`` and
+``load_model_version``); :class:`MlflowRegistry` forwards to ``training.registry``. A loaded
+model exposes a :class:`PlanningModel`: ``plan(history)`` returns one row per workload with
+``series, origin, forecast_demand, desired_replicas, quantile, lead_time_seconds``.
+
+:class:`ModelWatcher` polls the alias. When it moves, the new version is loaded and must
+plan on the current data before it replaces the model in use; if loading or planning fails,
+the last good model keeps serving and the bad version is not retried until the alias moves
+again.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import pandas as pd
+
+from forecaster.exceptions import PrewarmError
+
+__all__ = [
+    "PLAN_COLUMNS",
+    "MlflowRegistry",
+    "ModelLoadFailedError",
+    "ModelRegistry",
+    "ModelWatcher",
+    "PlanningModel",
+    "ServedModel",
+    "check_plan",
+]
+
+logger = logging.getLogger(__name__)
+
+PLAN_COLUMNS = (
+    "series",
+    "origin",
+    "forecast_demand",
+    "desired_replicas",
+    "quantile",
+    "lead_time_seconds",
+)
+"""Columns a plan must have (``forecaster.capacity.plan_capacity`` output)."""
+
+
+@runtime_checkable
+class PlanningModel(Protocol):
+    """What serving needs from a trained model."""
+
+    @property
+    def workloads(self) -> Sequence[str]:
+        """Workloads the model was trained for and holds capacity specs of."""
+        ...
+
+    @property
+    def step(self) -> int:
+        """Grid step of the history it expects, in seconds."""
+        ...
+
+    @property
+    def history_cells_needed(self) -> int:
+        """Cells of recent history one plan needs per workload."""
+        ...
+
+    def plan(self, history: pd.DataFrame) -> pd.DataFrame:
+        """Plan every workload of ``history`` at its last cell (see :data:`PLAN_COLUMNS`)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A model version ready to serve.
+
+    Parameters
+    ----------
+    name : str
+        Registered model name.
+    version : str
+        Registry version.
+    model : PlanningModel
+        The planning object.
+    """
+
+    name: str
+    version: str
+    model: PlanningModel
+
+
+class ModelRegistry(Protocol):
+    """Where models come from: the alias's current version, and a loader by version."""
+
+    def champion_version(self, name: str) -> str | None:
+        """Version the ``champion`` alias points at, or None when there is none."""
+        ...
+
+    def load(self, name: str, version: str) -> ServedModel:
+        """Load and validate one version; raise on any failure."""
+        ...
+
+
+class ModelLoadFailedError(PrewarmError):
+    """A model version could not be loaded, or could not plan on the current data."""
+
+
+class MlflowRegistry:
+    """The MLflow model registry, read through ``training.registry``.
+
+    Parameters
+    ----------
+    tracking_uri : str or None
+        MLflow tracking URI; None uses MLflow's default resolution
+        (``MLFLOW_TRACKING_URI``, then the local store).
+    """
+
+    def __init__(self, tracking_uri: str | None = None) -> None:
+        self.tracking_uri = tracking_uri
+
+    def champion_version(self, name: str) -> str | None:
+        """Version behind ``models:/<name>@champion``, or None."""
+        from training.registry import champion_version
+
+        version: str | None = champion_version(name, tracking_uri=self.tracking_uri)
+        return version
+
+    def load(self, name: str, version: str) -> ServedModel:
+        """Load ``models:/<name>/<version>`` (validated by the training loader)."""
+        from training.registry import load_model_version
+
+        loaded: Any = load_model_version(name, version, tracking_uri=self.tracking_uri)
+        return ServedModel(name=str(loaded.name), version=str(loaded.version), model=loaded.model)
+
+
+def check_plan(plan: pd.DataFrame, expected: Sequence[str]) -> None:
+    """Refuse a plan that lacks columns or workloads or holds NaN, infinite or negative values.
+
+    Parameters
+    ----------
+    plan : DataFrame
+        Output of :meth:`PlanningModel.plan`.
+    expected : sequence of str
+        Workloads the plan must cover.
+
+    Raises
+    ------
+    ModelLoadFailedError
+        Naming the missing column or workload, or the bad value.
+    """
+    missing = [c for c in PLAN_COLUMNS if c not in plan.columns]
+    if missing:
+        raise ModelLoadFailedError(f"plan lacks column(s) {missing}; got {list(plan.columns)}")
+    absent = sorted(set(expected) - set(plan["series"].astype(str)))
+    if absent:
+        raise ModelLoadFailedError(f"plan has no row for workload(s) {absent[:10]}")
+    for column in ("forecast_demand", "desired_replicas"):
+        values = pd.to_numeric(plan[column], errors="coerce").to_numpy(dtype=float)
+        bad = ~(pd.notna(values) & (values >= 0) & (values < math.inf))
+        if bad.any():
+            row = plan[bad].iloc[0]
+            raise ModelLoadFailedError(
+                f"plan gives workload {row['series']!r} `{column}` = {row[column]!r}; "
+                "values must be finite and >= 0"
+            )
+
+
+class ModelWatcher:
+    """Keeps the served model in step with the registry alias, never swapping in a bad one.
+
+    Parameters
+    ----------
+    registry : ModelRegistry
+        Where versions come from.
+    name : str
+        Registered model name.
+    poll_interval : float
+        Seconds between two alias look-ups.
+    clock : callable, default time.monotonic
+        Monotonic seconds.
+    """
+
+    def __init__(
+        self,
+        registry: ModelRegistry,
+        name: str,
+        *,
+        poll_interval: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.registry = registry
+        self.name = name
+        self.poll_interval = poll_interval
+        self._clock = clock
+        self.current: ServedModel | None = None
+        self.rejected: dict[str, str] = {}
+        self.last_error: str | None = None
+        self._next_poll = -math.inf
+        self.reloads = 0
+        self.failures = 0
+
+    def poll(
+        self, validate: Callable[[ServedModel], None], *, force: bool = False
+    ) -> ServedModel | None:
+        """Look up the alias if due; load, validate and swap in a new version.
+
+        Parameters
+        ----------
+        validate : callable
+            Called with the candidate; raises if it cannot plan on the current data.
+        force : bool, default False
+            Look up even if the poll interval has not elapsed.
+
+        Returns
+        -------
+        ServedModel or None
+            The model to serve: the new one after a successful swap, otherwise the current.
+        """
+        now = self._clock()
+        if not force and now < self._next_poll:
+            return self.current
+        self._next_poll = now + self.poll_interval
+        try:
+            version = self.registry.champion_version(self.name)
+        except Exception as exc:  # a registry outage must not stop serving the loaded model
+            self.last_error = f"registry lookup of {self.name!r} failed: {exc}"
+            logger.warning(self.last_error, extra={"model_name": self.name})
+            return self.current
+        if version is None:
+            if self.current is None:
+                self.last_error = f"model {self.name!r} has no champion alias yet"
+            return self.current
+        if self.current is not None and self.current.version == version:
+            return self.current
+        if version in self.rejected:
+            return self.current
+        try:
+            candidate = self.registry.load(self.name, version)
+            validate(candidate)
+        except Exception as exc:  # any failure keeps the last good model
+            self.failures += 1
+            message = f"{type(exc).__name__}: {exc}"
+            self.rejected[version] = message
+            self.last_error = f"model {self.name!r} version {version} rejected: {message}"
+            logger.error(
+                "model version rejected, keeping the current one",
+                extra={
+                    "model_name": self.name,
+                    "model_version": version,
+                    "serving_version": self.current.version if self.current else None,
+                    "error": message,
+                },
+            )
+            return self.current
+        previous = self.current
+        self.current = candidate
+        self.reloads += 1
+        self.last_error = None
+        logger.info(
+            "model version loaded",
+            extra={
+                "model_name": self.name,
+                "model_version": candidate.version,
+                "previous_version": previous.version if previous else None,
+            },
+        )
+        return candidate

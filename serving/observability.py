@@ -1,0 +1,200 @@
+"""The service's own Prometheus metrics and its structured JSON logs.
+
+Metrics live in a registry of their own (never the process-global default), so two apps in
+one process (tests, benchmarks) do not collide and ``/metrics`` shows only prewarm's series.
+Per-workload values (forecast, replicas, data age, freshness) are read from the current
+snapshot when ``/metrics`` is scraped, so a stalled refresher shows as growing data age
+instead of frozen numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from serving.snapshot import Snapshot
+
+__all__ = ["JsonFormatter", "ServingMetrics", "configure_logging"]
+
+_REFRESH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+
+class _SnapshotCollector(Collector):
+    """Gauges computed from the current snapshot at scrape time."""
+
+    def __init__(self, snapshot: Callable[[], Snapshot]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        snapshot = self._snapshot()
+        now = datetime.now(UTC)
+        demand = GaugeMetricFamily(
+            "prewarm_forecast_demand",
+            "Forecast demand over the lead window (units per second), per workload",
+            labels=["workload"],
+        )
+        replicas = GaugeMetricFamily(
+            "prewarm_desired_replicas",
+            "Replicas needed one lead time from now, per workload",
+            labels=["workload"],
+        )
+        age = GaugeMetricFamily(
+            "prewarm_data_age_seconds",
+            "Age of the data behind the served forecast, per workload",
+            labels=["workload"],
+        )
+        fresh = GaugeMetricFamily(
+            "prewarm_workload_fresh",
+            "1 when the workload's forecast is served, 0 when it answers 503 (stale)",
+            labels=["workload"],
+        )
+        for name in snapshot.workloads:
+            state = snapshot.states[name]
+            status = snapshot.status(name, now)
+            fresh.add_metric([name], 1.0 if status.fresh else 0.0)
+            if status.data_age_seconds is not None:
+                age.add_metric([name], status.data_age_seconds)
+            if state.forecast is not None:
+                demand.add_metric([name], state.forecast.forecast_demand)
+                replicas.add_metric([name], float(state.forecast.desired_replicas))
+        yield from (demand, replicas, age, fresh)
+
+
+class ServingMetrics:
+    """Every metric the service exports, in one private registry.
+
+    Parameters
+    ----------
+    snapshot : callable
+        Returns the current :class:`~serving.snapshot.Snapshot` (read at scrape time).
+    """
+
+    def __init__(self, snapshot: Callable[[], Snapshot]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        registry = self.registry
+        self.refresh_duration = Histogram(
+            "prewarm_refresh_duration_seconds",
+            "Wall time of one refresh cycle (fetch, plan, publish)",
+            buckets=_REFRESH_BUCKETS,
+            registry=registry,
+        )
+        self.fetch_duration = Histogram(
+            "prewarm_fetch_duration_seconds",
+            "Wall time of the incremental history fetch within a refresh",
+            buckets=_REFRESH_BUCKETS,
+            registry=registry,
+        )
+        self.refreshes = Counter(
+            "prewarm_refreshes",
+            "Refresh cycles, by result (ok, partial, failed)",
+            ["result"],
+            registry=registry,
+        )
+        self.source_errors = Counter(
+            "prewarm_source_errors",
+            "History fetches that failed, per workload",
+            ["workload"],
+            registry=registry,
+        )
+        self.prediction_errors = Counter(
+            "prewarm_prediction_errors",
+            "Plans that failed or gave an unusable value, per workload",
+            ["workload"],
+            registry=registry,
+        )
+        self.unavailable = Counter(
+            "prewarm_unavailable_responses",
+            "Requests answered 503 / UNAVAILABLE because no trustworthy forecast existed",
+            ["api", "workload"],
+            registry=registry,
+        )
+        self.model_info = Gauge(
+            "prewarm_model_info",
+            "The model version being served (value 1)",
+            ["name", "version"],
+            registry=registry,
+        )
+        self.model_reloads = Counter(
+            "prewarm_model_reloads",
+            "Model version changes, by result (loaded, rejected)",
+            ["result"],
+            registry=registry,
+        )
+        self.abs_error = Summary(
+            "prewarm_forecast_abs_error",
+            "Absolute error of the forecast issued one lead time ago against the demand that "
+            "arrived at its target time, per workload",
+            ["workload"],
+            registry=registry,
+        )
+        self.last_abs_error = Gauge(
+            "prewarm_forecast_last_abs_error",
+            "Latest absolute error of a forecast issued one lead time ago, per workload",
+            ["workload"],
+            registry=registry,
+        )
+        registry.register(_SnapshotCollector(snapshot))
+        self._model: tuple[str, str] | None = None
+
+    def set_model(self, name: str, version: str) -> None:
+        """Point ``prewarm_model_info`` at the served version."""
+        if self._model == (name, version):
+            return
+        if self._model is not None:
+            self.model_info.remove(*self._model)
+        self.model_info.labels(name, version).set(1)
+        self._model = (name, version)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and every bound field.
+
+    Fields passed with ``extra={...}`` (``workload``, ``model_version``...) become keys.
+    """
+
+    _RESERVED = frozenset(
+        vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
+    )
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in self._RESERVED and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Send every log record (uvicorn's included) to stderr as JSON lines.
+
+    Called by the ``prewarm serve`` entry point only; library modules configure nothing.
+
+    Parameters
+    ----------
+    level : str, default "INFO"
+        Root log level name.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        uvicorn_logger = logging.getLogger(name)
+        uvicorn_logger.handlers[:] = []
+        uvicorn_logger.propagate = True

@@ -1,0 +1,372 @@
+"""The background refresher: recent data in, one batched plan, a new snapshot out.
+
+Every ``refresh_interval`` the refresher
+
+1. looks up the registry alias when due and swaps in a new model version only after it has
+   planned successfully on the current data (:class:`~serving.models.ModelWatcher`);
+2. fetches the grid points that arrived since the last tick
+   (:class:`~serving.window.RollingWindow`);
+3. plans every workload in **one** call of the model;
+4. checks every value (finite, ``>= 0``, replicas clamped to ``[min, max]``), and publishes
+   an immutable :class:`~serving.snapshot.Snapshot`.
+
+A workload whose fetch or plan fails keeps its last good forecast: it is served until its
+data is older than ``max_staleness``, then answers 503. Nothing here ever replaces a failure
+by a number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+import pandas as pd
+
+from serving.models import ModelWatcher, PlanningModel, ServedModel, check_plan
+from serving.observability import ServingMetrics
+from serving.settings import RefreshConfig, WorkloadConfig
+from serving.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
+from serving.window import HistorySource, RollingWindow, WorkloadQuery
+
+__all__ = ["Refresher", "empty_snapshot"]
+
+logger = logging.getLogger(__name__)
+
+
+def empty_snapshot(config: RefreshConfig) -> Snapshot:
+    """The snapshot served before the first refresh: every workload known, none forecast."""
+    return Snapshot(
+        states={
+            w.name: WorkloadState(w.name, problem="no forecast yet: waiting for the first refresh")
+            for w in config.workloads
+        },
+        max_staleness=config.max_staleness,
+    )
+
+
+class Refresher:
+    """Keeps the :class:`SnapshotStore` current.
+
+    Parameters
+    ----------
+    config : RefreshConfig
+        Workloads and intervals.
+    source_factory : callable
+        Returns a new history source (one is made per fetch thread).
+    watcher : ModelWatcher
+        Provides the model to plan with.
+    store : SnapshotStore
+        Where snapshots are published.
+    metrics : ServingMetrics or None
+        Where refresh durations, errors and accuracy are recorded.
+    """
+
+    def __init__(
+        self,
+        config: RefreshConfig,
+        source_factory: Callable[[], HistorySource],
+        watcher: ModelWatcher,
+        store: SnapshotStore,
+        metrics: ServingMetrics | None = None,
+    ) -> None:
+        self.config = config
+        self.source_factory = source_factory
+        self.watcher = watcher
+        self.store = store
+        self.metrics = metrics
+        self.workloads = config.by_name()
+        self.window: RollingWindow | None = None
+        self.last_tick_seconds: float | None = None
+        self.ticks = 0
+        self._pending: dict[str, deque[tuple[pd.Timestamp, float]]] = {
+            name: deque(maxlen=1024) for name in self.workloads
+        }
+        self._fresh: dict[str, bool] = {}
+
+    # -- window ----------------------------------------------------------------------------
+    def _window_for(self, model: PlanningModel) -> RollingWindow:
+        step = int(model.step)
+        needed = (int(model.history_cells_needed) + 2) * step
+        seconds = max(self.config.history_window or 0.0, needed)
+        current = self.window
+        if current is not None and current.step == step and current.window_seconds >= seconds:
+            return current
+        return RollingWindow(
+            [WorkloadQuery(w.name, w.query, w.covariates) for w in self.config.workloads],
+            self.source_factory,
+            window_seconds=seconds,
+            step=step,
+            max_workers=self.config.fetch_workers,
+        )
+
+    def _adopt(self, window: RollingWindow) -> None:
+        if window is not self.window:
+            if self.window is not None:
+                self.window.close()
+            self.window = window
+
+    def _plannable(self, model: PlanningModel, window: RollingWindow) -> list[str]:
+        known = set(model.workloads)
+        return [
+            name for name in self.workloads if name in known and window.last_data(name) is not None
+        ]
+
+    # -- model validation ------------------------------------------------------------------
+    def _validate(self, candidate: ServedModel) -> None:
+        model = candidate.model
+        step = getattr(model, "step", None)
+        if not (isinstance(step, int) and step > 0):
+            raise ValueError(f"model `step` must be positive whole seconds, got {step!r}")
+        cells = getattr(model, "history_cells_needed", None)
+        if not (isinstance(cells, int) and cells >= 1):
+            raise ValueError(f"model `history_cells_needed` must be an int >= 1, got {cells!r}")
+        if not set(model.workloads) & set(self.workloads):
+            raise ValueError(
+                f"model knows none of the served workloads: it has {sorted(model.workloads)[:10]}, "
+                f"serving {sorted(self.workloads)[:10]}"
+            )
+        window = self._window_for(model)
+        if window is not self.window:
+            window.update(pd.Timestamp.now(tz="UTC"))
+        names = self._plannable(model, window)
+        if names:
+            plan = model.plan(window.frame(names))
+            check_plan(plan, names)
+        self._adopt(window)
+
+    # -- one tick --------------------------------------------------------------------------
+    def tick(self, now: datetime | None = None) -> Snapshot:
+        """Run one refresh synchronously and publish its snapshot.
+
+        Parameters
+        ----------
+        now : datetime or None
+            The refresh time (tz-aware); default the current time.
+
+        Returns
+        -------
+        Snapshot
+            The published snapshot.
+        """
+        started = time.perf_counter()
+        now = now or datetime.now(UTC)
+        previous = self.store.current
+        reloads, failures = self.watcher.reloads, self.watcher.failures
+        served = self.watcher.poll(self._validate)
+        if self.metrics is not None:
+            self.metrics.model_reloads.labels("loaded").inc(self.watcher.reloads - reloads)
+            self.metrics.model_reloads.labels("rejected").inc(self.watcher.failures - failures)
+        problems: dict[str, str] = {}
+        forecasts: dict[str, WorkloadForecast] = {}
+        window = self.window
+        if served is None:
+            reason = self.watcher.last_error or f"no model {self.config.model_name!r} loaded yet"
+            problems = dict.fromkeys(self.workloads, reason)
+        else:
+            if self.metrics is not None:
+                self.metrics.set_model(served.name, served.version)
+            window = self._window_for(served.model)
+            self._adopt(window)
+            outcome = window.update(pd.Timestamp(now))
+            if self.metrics is not None:
+                self.metrics.fetch_duration.observe(outcome.seconds)
+            for name, error in outcome.errors.items():
+                problems[name] = f"source error: {error}"
+                logger.warning("history fetch failed", extra={"workload": name, "error": error})
+                if self.metrics is not None:
+                    self.metrics.source_errors.labels(name).inc()
+            forecasts, plan_problems = self._plan(served, window, now)
+            problems.update(plan_problems)
+            self._score(window)
+        states = {}
+        for name in self.workloads:
+            old = previous.states.get(name)
+            forecast = forecasts.get(name) or (old.forecast if old else None)
+            last_data = window.last_data(name) if window is not None else None
+            states[name] = WorkloadState(
+                workload=name,
+                forecast=forecast,
+                last_data=last_data.to_pydatetime() if last_data is not None else None,
+                problem=None if name in forecasts else problems.get(name),
+            )
+        snapshot = Snapshot(
+            states=states,
+            max_staleness=self.config.max_staleness,
+            generated_at=datetime.now(UTC),
+            model_name=served.name if served else None,
+            model_version=served.version if served else None,
+            sequence=previous.sequence + 1,
+        )
+        self.store.publish(snapshot)
+        self._log_transitions(snapshot)
+        elapsed = time.perf_counter() - started
+        self.last_tick_seconds = elapsed
+        self.ticks += 1
+        if self.metrics is not None:
+            self.metrics.refresh_duration.observe(elapsed)
+            result = "failed" if not forecasts else ("partial" if problems else "ok")
+            self.metrics.refreshes.labels(result).inc()
+        return snapshot
+
+    def _plan(
+        self, served: ServedModel, window: RollingWindow, now: datetime
+    ) -> tuple[dict[str, WorkloadForecast], dict[str, str]]:
+        model = served.model
+        known = set(model.workloads)
+        problems: dict[str, str] = {}
+        for name in self.workloads:
+            if name not in known:
+                problems[name] = (
+                    f"model {served.name!r} version {served.version} has no forecast for this "
+                    "workload (not in its training set)"
+                )
+            elif window.last_data(name) is None:
+                problems.setdefault(name, "no data received yet")
+        names = self._plannable(model, window)
+        if not names:
+            return {}, problems
+        try:
+            plans = [model.plan(window.frame(names))]
+        except Exception as exc:
+            # One bad series must not take every workload down: plan them one by one.
+            logger.warning(
+                "batched plan failed, planning workloads one by one",
+                extra={"model_version": served.version, "error": f"{type(exc).__name__}: {exc}"},
+            )
+            plans = []
+            for name in names:
+                try:
+                    plans.append(model.plan(window.frame([name])))
+                except Exception as one:
+                    problems[name] = f"prediction failed: {type(one).__name__}: {one}"
+        forecasts: dict[str, WorkloadForecast] = {}
+        generated = datetime.now(UTC)
+        for plan in plans:
+            for row in plan.itertuples(index=False):
+                name = str(row.series)
+                workload = self.workloads.get(name)
+                if workload is None or name not in names:
+                    continue
+                try:
+                    forecasts[name] = _forecast(workload, row, served.version, generated)
+                except (ValueError, TypeError) as exc:
+                    problems[name] = f"prediction failed: {exc}"
+        for name in names:
+            if name not in forecasts:
+                problems.setdefault(name, "prediction failed: the model returned no row")
+                logger.error(
+                    "no usable forecast",
+                    extra={
+                        "workload": name,
+                        "model_version": served.version,
+                        "error": problems[name],
+                    },
+                )
+                if self.metrics is not None:
+                    self.metrics.prediction_errors.labels(name).inc()
+            else:
+                forecast = forecasts[name]
+                due = pd.Timestamp(forecast.origin) + pd.Timedelta(
+                    seconds=forecast.lead_time_seconds
+                )
+                pending = self._pending[name]
+                if not pending or pending[-1][0] < due:
+                    pending.append((due, forecast.forecast_demand))
+        return forecasts, problems
+
+    def _score(self, window: RollingWindow) -> None:
+        """Online accuracy: forecasts whose target time has arrived against the actual demand."""
+        if self.metrics is None:
+            return
+        for name, pending in self._pending.items():
+            last = window.last_data(name)
+            while pending and last is not None and pending[0][0] <= last:
+                due, predicted = pending.popleft()
+                actual = window.value_at(name, due)
+                if actual is None:
+                    continue
+                error = abs(predicted - actual)
+                self.metrics.abs_error.labels(name).observe(error)
+                self.metrics.last_abs_error.labels(name).set(error)
+
+    def _log_transitions(self, snapshot: Snapshot) -> None:
+        now = datetime.now(UTC)
+        for name in snapshot.workloads:
+            status = snapshot.status(name, now)
+            if self._fresh.get(name) == status.fresh:
+                continue
+            self._fresh[name] = status.fresh
+            if status.fresh:
+                logger.info("workload fresh", extra={"workload": name})
+            else:
+                logger.warning(
+                    "workload stale: its metric answers 503 / UNAVAILABLE",
+                    extra={"workload": name, "reason": status.reason},
+                )
+
+    # -- loop ------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Refresh every ``refresh_interval`` until ``stop`` is set.
+
+        Ticks run in a worker thread, so the event loop keeps answering requests from the
+        previous snapshot while a refresh is under way.
+        """
+        interval = self.config.refresh_interval
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                await asyncio.to_thread(self.tick)
+            except Exception:  # the loop must survive anything one tick does
+                logger.exception("refresh failed")
+                if self.metrics is not None:
+                    self.metrics.refreshes.labels("failed").inc()
+            delay = max(0.0, interval - (time.monotonic() - started))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+
+    def close(self) -> None:
+        """Release the fetch threads and sources."""
+        if self.window is not None:
+            self.window.close()
+
+
+def _forecast(
+    workload: WorkloadConfig, row: object, version: str, generated: datetime
+) -> WorkloadForecast:
+    spec = workload.spec
+    demand = float(getattr(row, "forecast_demand"))  # noqa: B009  (namedtuple row)
+    replicas = float(getattr(row, "desired_replicas"))  # noqa: B009
+    if not (math.isfinite(demand) and demand >= 0):
+        raise ValueError(f"forecast demand must be finite and >= 0, got {demand!r}")
+    if not (math.isfinite(replicas) and replicas >= 0):
+        raise ValueError(f"desired replicas must be finite and >= 0, got {replicas!r}")
+    # The cluster's bounds come from the served config, whatever the model was trained with.
+    desired = min(max(math.ceil(replicas - 1e-9), spec.min_replicas), spec.max_replicas)
+    origin = pd.Timestamp(getattr(row, "origin"))  # noqa: B009
+    if origin.tzinfo is None:
+        origin = origin.tz_localize("UTC")
+    return WorkloadForecast(
+        workload=workload.name,
+        desired_replicas=int(desired),
+        forecast_demand=demand,
+        quantile=float(getattr(row, "quantile")),  # noqa: B009
+        lead_time_seconds=float(getattr(row, "lead_time_seconds")),  # noqa: B009
+        origin=origin.to_pydatetime(),
+        generated_at=generated,
+        model_version=version,
+        capacity_per_replica=spec.capacity_per_replica,
+        target_utilization=spec.target_utilization,
+        min_replicas=spec.min_replicas,
+        max_replicas=spec.max_replicas,
+    )
+
+
+def workload_names(config: RefreshConfig) -> Sequence[str]:
+    """Names of the served workloads, in config order."""
+    return [w.name for w in config.workloads]

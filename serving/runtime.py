@@ -1,0 +1,132 @@
+"""Everything one serving process shares between its HTTP routes and its gRPC servicer.
+
+:class:`ServingComponents` is what a caller provides (config, history source, registry);
+:class:`Runtime` is what the app builds from it at start-up. Routes reach the runtime through
+the ``Annotated`` dependencies defined here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, Header, Request
+
+from serving.auth import TokenVerifier
+from serving.exceptions import ForecastUnavailableError
+from serving.models import ModelRegistry, ModelWatcher
+from serving.observability import ServingMetrics
+from serving.refresher import Refresher, empty_snapshot
+from serving.settings import RefreshConfig, ServingSettings
+from serving.snapshot import Snapshot, SnapshotStore, WorkloadForecast
+from serving.window import HistorySource
+
+__all__ = [
+    "Authorized",
+    "CurrentSnapshot",
+    "Runtime",
+    "RuntimeDep",
+    "ServingComponents",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServingComponents:
+    """The parts a serving process is assembled from.
+
+    Parameters
+    ----------
+    config : RefreshConfig
+        Workloads, model name and intervals.
+    source_factory : callable
+        Returns a new history source (e.g. a ``PrometheusSource``).
+    registry : ModelRegistry
+        Where the champion model comes from.
+    """
+
+    config: RefreshConfig
+    source_factory: Callable[[], HistorySource]
+    registry: ModelRegistry
+
+
+@dataclass
+class Runtime:
+    """Shared state of a running app; built by :func:`serving.app.create_app`'s lifespan."""
+
+    settings: ServingSettings
+    components: ServingComponents
+    store: SnapshotStore
+    metrics: ServingMetrics
+    verifier: TokenVerifier
+    watcher: ModelWatcher
+    refresher: Refresher
+    grpc_port: int | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, settings: ServingSettings, components: ServingComponents) -> Runtime:
+        """Assemble the runtime (no I/O: nothing is fetched or loaded yet)."""
+        config = components.config
+        store = SnapshotStore(empty_snapshot(config))
+        metrics = ServingMetrics(lambda: store.current)
+        watcher = ModelWatcher(
+            components.registry, config.model_name, poll_interval=config.model_poll_interval
+        )
+        refresher = Refresher(config, components.source_factory, watcher, store, metrics)
+        return cls(
+            settings=settings,
+            components=components,
+            store=store,
+            metrics=metrics,
+            verifier=TokenVerifier(settings.bearer_token()),
+            watcher=watcher,
+            refresher=refresher,
+        )
+
+    def forecast(self, workload: str, api: str) -> WorkloadForecast:
+        """The servable forecast of ``workload``; a refusal is logged and counted.
+
+        Raises
+        ------
+        UnknownWorkloadError
+            Unknown name.
+        ForecastUnavailableError
+            Stale or missing forecast.
+        """
+        try:
+            return self.store.current.forecast(workload)
+        except ForecastUnavailableError as exc:
+            self.metrics.unavailable.labels(api, workload).inc()
+            logger.warning(
+                "forecast unavailable", extra={"workload": workload, "api": api, "reason": str(exc)}
+            )
+            raise
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(_runtime)]
+"""The app's :class:`Runtime`."""
+
+
+def _snapshot(runtime: RuntimeDep) -> Snapshot:
+    return runtime.store.current
+
+
+CurrentSnapshot = Annotated[Snapshot, Depends(_snapshot)]
+"""The snapshot current when the request arrived."""
+
+
+def _authorize(runtime: RuntimeDep, authorization: Annotated[str | None, Header()] = None) -> None:
+    runtime.verifier.check(authorization)
+
+
+Authorized = Annotated[None, Depends(_authorize)]
+"""Requires the bearer token when one is configured (401 otherwise)."""

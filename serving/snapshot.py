@@ -1,0 +1,264 @@
+"""The forecasts the service answers with: an immutable snapshot, swapped whole.
+
+The refresher builds a new :class:`Snapshot` every tick and publishes it to the
+:class:`SnapshotStore`; every request reads the current one. A request never waits for a
+forecast and never sees half of a refresh: the swap is one reference assignment.
+
+Freshness is judged when a value is read, not when it was computed: if the refresher stalls
+(a source that hangs, a slow model), the snapshot keeps ageing and the metric turns into an
+error once its data is older than ``max_staleness``. A low number is never made up.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from serving.exceptions import ForecastUnavailableError, UnknownWorkloadError
+
+__all__ = ["Snapshot", "SnapshotStore", "WorkloadForecast", "WorkloadState", "WorkloadStatus"]
+
+
+@dataclass(frozen=True)
+class WorkloadForecast:
+    """One workload's plan: the capacity it will need one lead time from now.
+
+    Parameters
+    ----------
+    workload : str
+        Workload name.
+    desired_replicas : int
+        Replicas needed, within ``[min_replicas, max_replicas]``.
+    forecast_demand : float
+        Demand forecast over the lead window (quantile ``quantile``), finite and ``>= 0``.
+    quantile : float
+        The forecast quantile the plan uses.
+    lead_time_seconds : float
+        How far ahead the plan looks.
+    origin : datetime
+        Time of the last data point the forecast used (UTC); the data age counts from here.
+    generated_at : datetime
+        When the plan was computed (UTC).
+    model_version : str
+        Registry version of the model that produced it.
+    capacity_per_replica, target_utilization : float
+        From the workload's capacity spec; give the HPA target of ``prewarm_forecast_demand``.
+    min_replicas, max_replicas : int
+        Bounds of the workload.
+    """
+
+    workload: str
+    desired_replicas: int
+    forecast_demand: float
+    quantile: float
+    lead_time_seconds: float
+    origin: datetime
+    generated_at: datetime
+    model_version: str
+    capacity_per_replica: float
+    target_utilization: float
+    min_replicas: int
+    max_replicas: int
+
+    def __post_init__(self) -> None:
+        # Last line of defence: whatever produced it, a forecast that could scale a workload
+        # down by mistake never gets into a snapshot.
+        if not (math.isfinite(self.forecast_demand) and self.forecast_demand >= 0):
+            raise ValueError(
+                f"`forecast_demand` of workload {self.workload!r} must be finite and >= 0, "
+                f"got {self.forecast_demand!r}"
+            )
+        if not self.min_replicas <= self.desired_replicas <= self.max_replicas:
+            raise ValueError(
+                f"`desired_replicas` of workload {self.workload!r} must be in "
+                f"[{self.min_replicas}, {self.max_replicas}], got {self.desired_replicas!r}"
+            )
+
+    @property
+    def demand_target(self) -> float:
+        """HPA ``AverageValue`` target of ``prewarm_forecast_demand``: capacity x utilization."""
+        return self.capacity_per_replica * self.target_utilization
+
+
+@dataclass(frozen=True)
+class WorkloadState:
+    """What the service knows of one workload after a refresh.
+
+    Parameters
+    ----------
+    workload : str
+        Workload name.
+    forecast : WorkloadForecast or None
+        The last good forecast (kept across failed ticks until it goes stale), or None.
+    last_data : datetime or None
+        Time of the newest data point received for the workload.
+    problem : str or None
+        Why the last refresh could not renew the forecast (source error, failed prediction,
+        no data, unknown to the model); None when it did.
+    """
+
+    workload: str
+    forecast: WorkloadForecast | None = None
+    last_data: datetime | None = None
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadStatus:
+    """Freshness of one workload at a given moment.
+
+    Attributes
+    ----------
+    fresh : bool
+        True when a forecast exists and its data is at most ``max_staleness`` old.
+    reason : str
+        Empty when fresh; otherwise why the workload is stale, for humans.
+    data_age_seconds : float or None
+        Age of the data behind the served forecast (or of the newest data when there is no
+        forecast); None when no data ever arrived.
+    """
+
+    fresh: bool
+    reason: str
+    data_age_seconds: float | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every workload's state at the end of one refresh; never mutated.
+
+    Parameters
+    ----------
+    states : mapping of str to WorkloadState
+        One entry per configured workload.
+    max_staleness : float
+        Seconds after which a forecast's data is too old to serve.
+    generated_at : datetime or None
+        End of the refresh that built it; None for the empty snapshot before the first one.
+    model_name, model_version : str or None
+        The model loaded when the snapshot was built.
+    """
+
+    states: Mapping[str, WorkloadState]
+    max_staleness: float
+    generated_at: datetime | None = None
+    model_name: str | None = None
+    model_version: str | None = None
+    sequence: int = field(default=0)
+
+    @property
+    def workloads(self) -> tuple[str, ...]:
+        """Configured workload names, sorted."""
+        return tuple(sorted(self.states))
+
+    def state(self, workload: str) -> WorkloadState:
+        """Return the state of ``workload``.
+
+        Raises
+        ------
+        UnknownWorkloadError
+            If no workload of that name is configured (HTTP 404, gRPC NOT_FOUND).
+        """
+        try:
+            return self.states[workload]
+        except KeyError:
+            shown = ", ".join(self.workloads[:20]) + (", ..." if len(self.states) > 20 else "")
+            raise UnknownWorkloadError(
+                f"unknown workload {workload!r}; configured workloads: {shown or 'none'}",
+                workload=workload,
+            ) from None
+
+    def status(self, workload: str, now: datetime | None = None) -> WorkloadStatus:
+        """Tell whether ``workload`` has a forecast fit to serve at ``now``, and if not, why.
+
+        Raises
+        ------
+        UnknownWorkloadError
+            If no workload of that name is configured.
+        """
+        state = self.state(workload)
+        now = now or datetime.now(UTC)
+        forecast = state.forecast
+        if forecast is None:
+            age = _age(now, state.last_data)
+            reason = state.problem or "no forecast yet: waiting for the first refresh"
+            return WorkloadStatus(False, reason, age)
+        age = _age(now, forecast.origin)
+        assert age is not None
+        if age > self.max_staleness:
+            reason = f"data is {age:.0f} s old, more than max_staleness {self.max_staleness:g} s"
+            if state.problem:
+                reason += f"; last problem: {state.problem}"
+            return WorkloadStatus(False, reason, age)
+        return WorkloadStatus(True, "", age)
+
+    def forecast(self, workload: str, now: datetime | None = None) -> WorkloadForecast:
+        """Return the forecast of ``workload`` if it is fit to serve.
+
+        Raises
+        ------
+        UnknownWorkloadError
+            If no workload of that name is configured (HTTP 404, gRPC NOT_FOUND).
+        ForecastUnavailableError
+            If there is no forecast or its data is older than ``max_staleness`` (HTTP 503,
+            gRPC UNAVAILABLE), with the reason.
+        """
+        status = self.status(workload, now)
+        if not status.fresh:
+            raise ForecastUnavailableError(
+                f"no trustworthy forecast for workload {workload!r}: {status.reason}"
+            )
+        forecast = self.states[workload].forecast
+        assert forecast is not None
+        return forecast
+
+
+def _age(now: datetime, then: datetime | None) -> float | None:
+    if then is None:
+        return None
+    return max(0.0, (now - then).total_seconds())
+
+
+class SnapshotStore:
+    """Holds the current :class:`Snapshot`; readers never block, waiters get woken on swaps.
+
+    Parameters
+    ----------
+    initial : Snapshot
+        The snapshot served before the first refresh (every workload without a forecast).
+    """
+
+    def __init__(self, initial: Snapshot) -> None:
+        self._snapshot = initial
+        self._changed = threading.Condition()
+
+    @property
+    def current(self) -> Snapshot:
+        """The latest snapshot (a plain attribute read: atomic)."""
+        return self._snapshot
+
+    def publish(self, snapshot: Snapshot) -> None:
+        """Swap in ``snapshot`` and wake every :meth:`wait_for_change` caller."""
+        with self._changed:
+            self._snapshot = snapshot
+            self._changed.notify_all()
+
+    def wait_for_change(self, seen: Snapshot, timeout: float) -> Snapshot:
+        """Block until a snapshot other than ``seen`` is published or ``timeout`` passes.
+
+        Returns
+        -------
+        Snapshot
+            The current snapshot (``seen`` itself on timeout).
+        """
+        with self._changed:
+            self._changed.wait_for(lambda: self._snapshot is not seen, timeout=timeout)
+            return self._snapshot
+
+    def wake_all(self) -> None:
+        """Wake waiters without a new snapshot (shutdown)."""
+        with self._changed:
+            self._changed.notify_all()
