@@ -11,3 +11,18 @@ class SourceError(PrewarmError):
 
 class HistoryFetchError(SourceError):
     """A query to a remote source failed; the message names the workload and the query."""
+
+
+class HistoryValidationError(SourceError):
+    """The history arrived but cannot train a model: too short, too gappy, flat or dead.
+
+    It is a data failure like a failed fetch: retraining on the same data cannot succeed.
+    """
+
+
+class ModelLoadError(PrewarmError):
+    """A registered model version could not be loaded, or failed its validation predict."""
+
+
+class TrackingError(PrewarmError):
+    """The MLflow tracking or registry store could not be reached or refused a write."""

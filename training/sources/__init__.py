@@ -1,0 +1,113 @@
+"""The registry of history sources: one name, one factory taking the config section.
+
+>>> sorted(SOURCES)
+['file', 'prometheus', 'replay']
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from forecaster.exceptions import ConfigError, UnknownNameError
+from training.sources.base import FetchedHistory, HistorySource
+
+SourceFactory = Callable[[Any], HistorySource]
+
+
+def _prometheus(settings: Any) -> HistorySource:
+    from training.sources.prometheus import PrometheusConfig, PrometheusSource
+
+    token = None
+    if settings.bearer_token_file is not None:
+        token = _read_secret(settings.bearer_token_file, "bearer_token_file")
+    elif settings.bearer_token_env is not None:
+        token = _env_secret(settings.bearer_token_env, "bearer_token_env")
+    auth = None
+    if settings.basic_auth is not None:
+        basic = settings.basic_auth
+        password = (
+            _read_secret(basic.password_file, "basic_auth.password_file")
+            if basic.password_file is not None
+            else _env_secret(basic.password_env, "basic_auth.password_env")
+        )
+        auth = (basic.username, password)
+    config = PrometheusConfig(
+        url=settings.url,
+        timeout=float(settings.timeout),
+        retries=settings.retries,
+        bearer_token=token,
+        basic_auth=auth,
+        ca_bundle=settings.ca_bundle,
+        insecure=settings.insecure,
+        max_points_per_request=settings.max_points_per_request,
+        method=settings.method,
+    )
+    return PrometheusSource(config)
+
+
+def _file(settings: Any) -> HistorySource:
+    from training.sources.files import FileSource
+
+    return FileSource(
+        settings.path,
+        files=settings.files,
+        value_col=settings.value_col,
+        step=settings.step,
+        max_fill=settings.max_fill,
+    )
+
+
+def _replay(settings: Any) -> HistorySource:
+    from training.sources.files import ReplaySource
+
+    return ReplaySource(
+        settings.path,
+        files=settings.files,
+        value_col=settings.value_col,
+        step=settings.step,
+        max_fill=settings.max_fill,
+        holdback=int(settings.holdback),
+    )
+
+
+SOURCES: dict[str, SourceFactory] = {
+    "prometheus": _prometheus,
+    "file": _file,
+    "replay": _replay,
+}
+
+
+def make_source(name: str, settings: Any) -> HistorySource:
+    """Build the source ``name`` from its config section (``settings.type == name``).
+
+    Raises
+    ------
+    UnknownNameError
+        Listing the registered source names.
+    """
+    try:
+        factory = SOURCES[name]
+    except KeyError:
+        raise UnknownNameError(
+            f"unknown source {name!r}; registered sources: {', '.join(sorted(SOURCES))}"
+        ) from None
+    return factory(settings)
+
+
+def _read_secret(path: Any, field: str) -> str:
+    try:
+        return str(path.read_text()).strip()
+    except OSError as exc:
+        raise ConfigError(f"`{field}` {str(path)!r} cannot be read: {exc.strerror}") from exc
+
+
+def _env_secret(name: str, field: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise ConfigError(f"`{field}` names environment variable {name!r}, which is not set")
+    return value
+
+
+__all__ = ["SOURCES", "FetchedHistory", "HistorySource", "SourceFactory", "make_source"]

@@ -1,0 +1,110 @@
+"""``prewarm train``: pull history, fit, evaluate, register, and promote if it wins.
+
+Exit codes
+----------
+0  success: the candidate became ``champion``, or it was registered with ``--no-promote``,
+   or a version trained on the same data and configuration already exists (nothing to do)
+1  unexpected failure (e.g. the MLflow store cannot be opened or written)
+2  bad configuration (the message names the field and the value)
+3  data-source failure: the source could not deliver usable history (server down, timeout,
+   HTTP error, malformed answer, a query with no series, or too short / gappy / flat / dead)
+4  trained and registered, but not promoted: the gate kept the champion
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+EXIT_DATA = 3
+EXIT_NOT_PROMOTED = 4
+
+
+@click.command(
+    epilog=(
+        "\b\nExit codes:\n"
+        "  0  promoted, registered with --no-promote, or already trained on this data\n"
+        "  1  unexpected failure (e.g. MLflow store unreachable)\n"
+        "  2  bad configuration\n"
+        "  3  data-source failure (unreachable, bad answer, no series, unusable history)\n"
+        "  4  trained and registered, not promoted (the champion stays)"
+    )
+)
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML configuration (see examples/).",
+)
+@click.option(
+    "--tracking-uri",
+    help="MLflow tracking URI; overrides PREWARM_MLFLOW_TRACKING_URI and the config "
+    "(default sqlite:///mlflow.db).",
+)
+@click.option("--no-promote", is_flag=True, help="Register the candidate, never move the alias.")
+@click.option("--log-level", default="INFO", show_default=True, help="Level of the JSON logs.")
+@click.option("--no-progress", is_flag=True, help="No progress bar (logs only).")
+def train(
+    config_path: Path,
+    tracking_uri: str | None,
+    no_promote: bool,
+    log_level: str,
+    no_progress: bool,
+) -> None:
+    """Retrain the forecaster and promote it to `champion` only if it is not worse.
+
+    Pulls each workload's history, validates it, fits and evaluates the candidate
+    walk-forward (forecast metrics and backtest cost at SLO), logs everything to MLflow,
+    registers a model version, and compares it with the current champion on the same
+    recent window. Rerunning on the same data registers nothing new.
+    """
+    from forecaster.exceptions import ConfigError, DataValidationError, PrewarmError
+    from training.config import load_config
+    from training.exceptions import SourceError
+    from training.logs import configure_json_logging
+    from training.pipeline import Outcome, run_training
+
+    configure_json_logging(log_level.upper())
+    log = logging.getLogger("prewarm.train")
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+    try:
+        if no_progress:
+            result = run_training(config, tracking_uri=tracking_uri, promote=not no_promote)
+        else:
+            from prewarm.options import progress_bar
+
+            with progress_bar() as bar:
+                task = bar.add_task("train", total=None)
+
+                def progress(stage: str, done: int, total: int) -> None:
+                    bar.update(task, description=stage, completed=done, total=total)
+
+                result = run_training(
+                    config, tracking_uri=tracking_uri, promote=not no_promote, progress=progress
+                )
+    except (SourceError, DataValidationError) as exc:
+        log.error("data-source failure: %s", exc)
+        _fail(f"data-source failure: {exc}", EXIT_DATA)
+    except ConfigError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+    except PrewarmError as exc:
+        log.error("%s", exc)
+        _fail(str(exc), EXIT_FAILURE)
+    click.echo(result.message)
+    if result.outcome is Outcome.NOT_PROMOTED:
+        sys.exit(EXIT_NOT_PROMOTED)
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)

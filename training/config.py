@@ -1,0 +1,631 @@
+"""The training and serving configuration file (YAML), validated with pydantic.
+
+One file configures both ``prewarm train`` and ``prewarm serve``. Every error names the field
+path and echoes the bad value, e.g.::
+
+    config.yaml: workloads[0] (chat).capacity.capacity_per_replica: must be a positive
+    finite number, got -3
+
+Reference (every field; durations accept ``30s``, ``5m``, ``2h``, ``14d`` or seconds)
+-------------------------------------------------------------------------------------
+
+``source`` (required), one of:
+
+* ``type: prometheus``: ``url``; ``step`` (grid, default ``1m``); ``lookback`` (history
+  pulled, default ``28d``); ``end`` (ISO time, default now); ``timeout`` (``30s``);
+  ``retries`` (3); ``bearer_token_file`` / ``bearer_token_env`` (read at run time, never
+  logged); ``basic_auth`` (``username`` and ``password_file`` or ``password_env``);
+  ``ca_bundle``; ``insecure``; ``max_points_per_request`` (11000); ``method`` (GET/POST).
+* ``type: file``: ``path`` (one long CSV/Parquet file with a ``series`` column, or a
+  single-series file) or ``files`` (``{workload: path}``, one series per file); relative
+  paths are resolved against the config file's folder; ``value_col``; ``step`` (default: the
+  data's own); ``lookback`` (default: all of it); ``max_fill`` (cells interpolated, 3).
+* ``type: replay``: the fields of ``file`` plus ``holdback``: the file is shifted so that
+  its end minus ``holdback`` is "now"; the held-back tail appears as time passes.
+
+``workloads`` (list, at least one): ``name`` (DNS-label style, unique); ``demand`` (PromQL
+returning one series for ``prometheus``; the series name in ``path`` for file sources,
+default the workload's name); ``covariates`` (``{column: promql}``, prometheus only);
+``capacity`` (maps onto :class:`forecaster.backtest.workload.WorkloadSpec`:
+``capacity_per_replica`` (required), ``cold_start`` (duration or ``{kind, seconds, low,
+high, sigma}``), ``target_utilization``, ``min_replicas``, ``max_replicas``,
+``replica_hour_cost``, ``slo_latency``, ``slo_unserved_fraction``, ``tier``, ``quantile`` or
+``miss_cost`` + ``idle_cost``); ``policy`` (``hold``, ``decision_delay``).
+
+``model``: ``name`` (registered forecast model, default ``lightgbm``); ``params`` (its
+constructor arguments); ``features`` (:class:`forecaster.features.FeatureConfig` fields);
+``quantiles`` (levels forecast; the backtest grid and every workload's quantile are added).
+Horizons are not configured: they are derived from each workload's cold start, decision
+delay and hold.
+
+``evaluation``: ``window`` (the recent window candidate and champion are compared on,
+``1d``); ``folds`` (walk-forward folds of ``window`` each, the last one is the gate's, 1);
+``train_window`` (history each fold's model is fitted on, ``14d``); ``policies`` (simulated
+in the backtest, default reactive and predictive); ``seed``.
+
+``validation``: ``min_history`` (``2d``), ``max_gap_fraction`` (0.2), ``dead_window`` (a
+series whose last ``dead_window`` is all zero or missing is dead, ``6h``).
+
+``gate``: ``policy`` (whose cost at SLO decides, ``predictive``); ``cost_tolerance`` and
+``pinball_tolerance`` (relative slack, 0); ``coverage_tolerance`` (how far below ``tau``
+the empirical coverage of each workload's quantile may fall, 0.1).
+
+``mlflow``: ``tracking_uri`` (default ``sqlite:///mlflow.db``; ``PREWARM_MLFLOW_TRACKING_URI``
+and ``--tracking-uri`` override it); ``experiment`` (``prewarm``); ``registered_model``
+(``prewarm-forecaster``); ``artifact_location`` (default ``./mlartifacts`` beside a SQLite
+store).
+
+``serving`` (read by ``prewarm serve``): ``refresh_interval`` (``15s``), ``max_staleness``
+(``2m``), ``history_window`` (default: what the model needs), ``poll_model_every`` (``1m``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from forecaster.backtest.workload import ColdStart, WorkloadSpec
+from forecaster.duration import parse_duration
+from forecaster.exceptions import ConfigError, PrewarmError
+from forecaster.features import FeatureConfig
+from forecaster.models import MODELS
+from forecaster.policies import POLICIES
+from forecaster.policies.predictive import QUANTILE_GRID
+
+
+def _seconds(value: Any) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str | int | float):
+        try:
+            return parse_duration(value, name="duration")
+        except PrewarmError as exc:
+            raise ValueError(
+                f"must be a duration such as 30s, 5m, 2h or 14d, got {value!r}"
+            ) from exc
+    return value
+
+
+Seconds = Annotated[int, BeforeValidator(_seconds)]
+"""A duration: ``30s``, ``5m``, ``2h``, ``14d`` or a number of seconds, stored as seconds."""
+
+
+class _Strict(BaseModel):
+    # Unknown keys are errors: a typo in a YAML key must not silently keep the default.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# -- sources -------------------------------------------------------------------------------
+
+
+class BasicAuth(_Strict):
+    """HTTP basic auth; the password comes from a file or an environment variable."""
+
+    username: str = Field(description="User name.")
+    password_file: Path | None = Field(default=None, description="File holding the password.")
+    password_env: str | None = Field(
+        default=None, description="Environment variable with the password."
+    )
+
+    @model_validator(mode="after")
+    def _one_password(self) -> BasicAuth:
+        if (self.password_file is None) == (self.password_env is None):
+            raise ValueError("give exactly one of `password_file` and `password_env`")
+        return self
+
+
+class PrometheusSourceConfig(_Strict):
+    """Pull history from a Prometheus server with chunked range queries."""
+
+    type: Literal["prometheus"] = Field(description="Source kind.")
+    url: str = Field(description="Base URL, e.g. http://prometheus.monitoring:9090.")
+    step: Seconds = Field(default=60, description="Grid step of the history.")
+    lookback: Seconds = Field(default=28 * 86400, description="How much history to pull.")
+    end: str | None = Field(
+        default=None, description="Last instant pulled (ISO-8601), default now."
+    )
+    timeout: Seconds = Field(default=30, description="Seconds per request before it is retried.")
+    retries: int = Field(default=3, ge=0, description="Retries after a timeout or a 5xx answer.")
+    bearer_token_file: Path | None = Field(default=None, description="File with a bearer token.")
+    bearer_token_env: str | None = Field(
+        default=None, description="Env variable with a bearer token."
+    )
+    basic_auth: BasicAuth | None = Field(default=None, description="HTTP basic auth.")
+    ca_bundle: Path | None = Field(
+        default=None, description="PEM CA bundle of the server's certificate."
+    )
+    insecure: bool = Field(default=False, description="Skip TLS verification (test clusters only).")
+    max_points_per_request: int = Field(default=11_000, ge=3, description="Server's point limit.")
+    method: Literal["GET", "POST"] = Field(default="GET", description="HTTP method of the queries.")
+
+    @model_validator(mode="after")
+    def _one_token(self) -> PrometheusSourceConfig:
+        if self.bearer_token_file is not None and self.bearer_token_env is not None:
+            raise ValueError("give at most one of `bearer_token_file` and `bearer_token_env`")
+        return self
+
+
+class FileSourceConfig(_Strict):
+    """Read history from CSV or Parquet files."""
+
+    type: Literal["file"] = Field(description="Source kind.")
+    path: Path | None = Field(default=None, description="One file holding every workload's series.")
+    files: dict[str, Path] | None = Field(
+        default=None, description="One single-series file per workload."
+    )
+    value_col: str | None = Field(default=None, description="Column holding the demand.")
+    step: Seconds | None = Field(default=None, description="Grid step (default: the data's own).")
+    lookback: Seconds | None = Field(default=None, description="Keep only this much of the end.")
+    max_fill: int = Field(default=3, ge=0, description="Longest gap (cells) that is interpolated.")
+
+    @model_validator(mode="after")
+    def _one_location(self) -> FileSourceConfig:
+        if (self.path is None) == (self.files is None):
+            raise ValueError("give exactly one of `path` and `files`")
+        return self
+
+
+class ReplaySourceConfig(FileSourceConfig):
+    """A file replayed as if live: shifted so that its end minus ``holdback`` is now."""
+
+    type: Literal["replay"] = Field(description="Source kind.")  # type: ignore[assignment]
+    holdback: Seconds | Literal[0] = Field(
+        default=0, description="Tail of the file kept in the future and released as time passes."
+    )
+
+
+SourceConfig = Annotated[
+    PrometheusSourceConfig | FileSourceConfig | ReplaySourceConfig, Field(discriminator="type")
+]
+
+
+# -- workloads -----------------------------------------------------------------------------
+
+
+class ColdStartConfig(_Strict):
+    """A cold start drawn per replica (see :class:`forecaster.backtest.workload.ColdStart`)."""
+
+    kind: Literal["fixed", "uniform", "lognormal"] = Field(
+        default="fixed", description="Distribution."
+    )
+    seconds: Seconds | None = Field(default=None, description="Fixed value or lognormal median.")
+    low: Seconds | Literal[0] | None = Field(default=None, description="Uniform lower bound.")
+    high: Seconds | None = Field(default=None, description="Uniform upper bound.")
+    sigma: float | None = Field(default=None, gt=0, description="Lognormal log-space deviation.")
+
+    def to_cold_start(self) -> ColdStart:
+        """The core's :class:`ColdStart`."""
+        if self.kind == "uniform":
+            return ColdStart.uniform(float(self.low or 0), float(self.high or 0))
+        if self.kind == "lognormal":
+            return ColdStart.lognormal(float(self.seconds or 0), float(self.sigma or 0))
+        return ColdStart.fixed(float(self.seconds if self.seconds is not None else 300))
+
+
+class CapacityConfig(_Strict):
+    """Capacity, cost and service level of a workload (becomes a ``WorkloadSpec``)."""
+
+    capacity_per_replica: float = Field(description="Demand one warm replica serves.")
+    cold_start: Seconds | ColdStartConfig = Field(
+        default=300, description="Seconds from asking for a replica to it serving."
+    )
+    target_utilization: float = Field(default=0.8, description="Fraction of capacity aimed for.")
+    min_replicas: int = Field(default=1, description="Lower bound on replicas.")
+    max_replicas: int = Field(default=100, description="Upper bound on replicas.")
+    replica_hour_cost: float = Field(default=4.0, description="Price of one replica-hour.")
+    slo_latency: Seconds = Field(
+        default=30, description="Work queued longer than this is unserved."
+    )
+    slo_unserved_fraction: float = Field(default=0.001, description="Acceptable unserved fraction.")
+    tier: int = Field(default=2, description="1 latency critical, 2 default, 3 batch.")
+    quantile: float | None = Field(default=None, description="Explicit forecast quantile tau.")
+    miss_cost: float | None = Field(default=None, description="Cost of a unit of unserved demand.")
+    idle_cost: float | None = Field(default=None, description="Cost of the capacity serving it.")
+
+    def to_spec(self) -> WorkloadSpec:
+        """The core's validated :class:`WorkloadSpec`."""
+        cold = self.cold_start
+        return WorkloadSpec(
+            capacity_per_replica=self.capacity_per_replica,
+            cold_start=cold.to_cold_start() if isinstance(cold, ColdStartConfig) else float(cold),
+            target_utilization=self.target_utilization,
+            min_replicas=self.min_replicas,
+            max_replicas=self.max_replicas,
+            replica_hour_cost=self.replica_hour_cost,
+            slo_latency_seconds=float(self.slo_latency),
+            slo_unserved_fraction=self.slo_unserved_fraction,
+            tier=self.tier,
+            quantile=self.quantile,
+            miss_cost=self.miss_cost,
+            idle_cost=self.idle_cost,
+        )
+
+    @model_validator(mode="after")
+    def _valid_spec(self) -> CapacityConfig:
+        try:
+            self.to_spec()
+        except ConfigError as exc:  # the core names the field; pydantic adds the path
+            raise ValueError(str(exc)) from None
+        return self
+
+
+class PolicyConfig(_Strict):
+    """How forecasts become replicas for a workload."""
+
+    hold: Seconds | Literal[0] = Field(
+        default=0, description="Keep a replica this long past the lead if demand comes back."
+    )
+    decision_delay: Seconds | Literal[0] = Field(
+        default=0, description="Metric lag plus HPA/KEDA polling, added to the cold start."
+    )
+
+
+class WorkloadConfig(_Strict):
+    """One scalable inference deployment and its demand signal."""
+
+    name: str = Field(
+        pattern=r"^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$",
+        max_length=63,
+        description="Workload name (lower case, digits, '-', '_', '.').",
+    )
+    demand: str | None = Field(
+        default=None,
+        description="PromQL returning one series (prometheus) or the series name (files).",
+    )
+    covariates: dict[str, str] = Field(
+        default_factory=dict, description="Extra series as {column: promql} (prometheus)."
+    )
+    capacity: CapacityConfig = Field(description="Capacity, cost and service level.")
+    policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Planning settings.")
+
+    @field_validator("covariates")
+    @classmethod
+    def _covariate_names(cls, value: dict[str, str]) -> dict[str, str]:
+        reserved = {"series", "timestamp", "value"}
+        bad = sorted(set(value) & reserved)
+        if bad:
+            raise ValueError(f"covariate names {bad} are reserved; pick other names")
+        return value
+
+    @property
+    def spec(self) -> WorkloadSpec:
+        """The workload's :class:`WorkloadSpec`."""
+        return self.capacity.to_spec()
+
+
+# -- model, evaluation, gate ---------------------------------------------------------------
+
+
+class ModelConfig(_Strict):
+    """The forecast model and its features."""
+
+    name: str = Field(default="lightgbm", description="Registered forecast model name.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Constructor arguments.")
+    features: dict[str, Any] = Field(
+        default_factory=dict, description="FeatureConfig fields (lags, windows, ...)."
+    )
+    quantiles: tuple[float, ...] = Field(
+        default=QUANTILE_GRID, description="Quantile levels forecast."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in MODELS:
+            raise ValueError(f"unknown model {value!r}; registered models: {sorted(MODELS)}")
+        return value
+
+    @field_validator("params")
+    @classmethod
+    def _no_managed_params(cls, value: dict[str, Any]) -> dict[str, Any]:
+        managed = sorted(set(value) & {"horizons", "quantiles", "features"})
+        if managed:
+            raise ValueError(
+                f"{managed} are set by prewarm (horizons from the workloads, quantiles and "
+                "features from their own fields), not in `params`"
+            )
+        return value
+
+    @field_validator("features")
+    @classmethod
+    def _valid_features(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            FeatureConfig.from_dict(value)
+        except (ConfigError, TypeError) as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("quantiles")
+    @classmethod
+    def _valid_quantiles(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        bad = [q for q in value if not (math.isfinite(q) and 0 < q < 1)]
+        if bad or not value:
+            raise ValueError(f"quantiles must lie in (0, 1), got {list(value)}")
+        return value
+
+    @property
+    def feature_config(self) -> FeatureConfig:
+        """The :class:`FeatureConfig` of ``features``."""
+        return FeatureConfig.from_dict(self.features)
+
+
+class EvaluationConfig(_Strict):
+    """Walk-forward evaluation on the most recent data."""
+
+    window: Seconds = Field(default=86400, description="Length of each evaluation fold.")
+    folds: int = Field(
+        default=1, ge=1, le=30, description="Walk-forward folds; the last is the gate's."
+    )
+    train_window: Seconds = Field(default=14 * 86400, description="History each fold is fitted on.")
+    policies: tuple[str, ...] = Field(
+        default=("reactive", "predictive"), description="Policies simulated in the backtest."
+    )
+    seed: int = Field(default=0, description="Seed of the model and of cold-start draws.")
+
+    @field_validator("policies")
+    @classmethod
+    def _known_policies(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = sorted(set(value) - set(POLICIES))
+        if unknown or not value:
+            raise ValueError(f"unknown policies {unknown or value}; valid: {list(POLICIES)}")
+        return value
+
+
+class ValidationConfig(_Strict):
+    """Checks the pulled history must pass before anything is trained."""
+
+    min_history: Seconds = Field(
+        default=2 * 86400, description="Shortest usable history per workload."
+    )
+    max_gap_fraction: float = Field(
+        default=0.2, ge=0, le=1, description="Largest share of missing cells."
+    )
+    dead_window: Seconds = Field(
+        default=6 * 3600, description="All zero or missing at the end: dead."
+    )
+
+
+class GateConfig(_Strict):
+    """When a candidate replaces the champion."""
+
+    policy: str = Field(default="predictive", description="Policy whose cost at SLO is compared.")
+    cost_tolerance: float = Field(default=0.0, ge=0, description="Relative slack on cost at SLO.")
+    pinball_tolerance: float = Field(
+        default=0.0, ge=0, description="Relative slack on pinball loss."
+    )
+    coverage_tolerance: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="Largest shortfall of coverage below each workload's tau.",
+    )
+
+    @field_validator("policy")
+    @classmethod
+    def _forecast_policy(cls, value: str) -> str:
+        if value not in ("predictive", "hybrid"):
+            raise ValueError(f"must be 'predictive' or 'hybrid' (uses forecasts), got {value!r}")
+        return value
+
+
+class MlflowConfig(_Strict):
+    """Where runs and models are recorded."""
+
+    tracking_uri: str | None = Field(default=None, description="Default sqlite:///mlflow.db.")
+    experiment: str = Field(default="prewarm", min_length=1, description="Experiment name.")
+    registered_model: str = Field(
+        default="prewarm-forecaster", min_length=1, description="Registered model name."
+    )
+    artifact_location: str | None = Field(
+        default=None, description="Artifact root of a new experiment (default ./mlartifacts)."
+    )
+
+
+class ServingConfig(_Strict):
+    """Read by ``prewarm serve``; kept here so one file configures both."""
+
+    refresh_interval: Seconds = Field(default=15, description="Seconds between forecast refreshes.")
+    max_staleness: Seconds = Field(
+        default=120, description="Older data makes the metric answer 503."
+    )
+    history_window: Seconds | None = Field(
+        default=None,
+        description="Rolling window kept per workload (default: what the model needs).",
+    )
+    poll_model_every: Seconds = Field(
+        default=60, description="How often the champion alias is read."
+    )
+
+
+class TrainConfig(_Strict):
+    """The whole file."""
+
+    source: SourceConfig = Field(description="Where history comes from.")
+    workloads: list[WorkloadConfig] = Field(min_length=1, description="Workloads to forecast.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="Forecast model.")
+    evaluation: EvaluationConfig = Field(
+        default_factory=EvaluationConfig, description="Walk-forward evaluation."
+    )
+    validation: ValidationConfig = Field(
+        default_factory=ValidationConfig, description="History checks."
+    )
+    gate: GateConfig = Field(default_factory=GateConfig, description="Promotion rule.")
+    mlflow: MlflowConfig = Field(default_factory=MlflowConfig, description="Tracking and registry.")
+    serving: ServingConfig = Field(default_factory=ServingConfig, description="Serving settings.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        names = [w.name for w in self.workloads]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"workload names must be unique, got duplicates {duplicates}")
+        if isinstance(self.source, PrometheusSourceConfig):
+            missing = [w.name for w in self.workloads if not w.demand]
+            if missing:
+                raise ValueError(f"workloads {missing} need a `demand` PromQL query")
+        else:
+            with_covariates = [w.name for w in self.workloads if w.covariates]
+            if with_covariates:
+                raise ValueError(
+                    f"`covariates` are read from Prometheus only; workloads {with_covariates} "
+                    f"declare them with source type {self.source.type!r}"
+                )
+            if self.source.files is not None:
+                unknown = sorted(set(names) - set(self.source.files))
+                if unknown:
+                    raise ValueError(f"`source.files` has no file for workloads {unknown}")
+        covariate_sets = {tuple(sorted(w.covariates)) for w in self.workloads}
+        if len(covariate_sets) > 1:
+            raise ValueError(
+                "every workload must declare the same covariate columns (one global model), "
+                f"got {sorted(covariate_sets)}"
+            )
+        return self
+
+    # -- derived --------------------------------------------------------------------------
+    @property
+    def specs(self) -> dict[str, WorkloadSpec]:
+        """Workload name -> :class:`WorkloadSpec`."""
+        return {w.name: w.spec for w in self.workloads}
+
+    @property
+    def covariates(self) -> tuple[str, ...]:
+        """Covariate columns shared by every workload."""
+        return tuple(sorted(self.workloads[0].covariates))
+
+    def quantiles(self) -> tuple[float, ...]:
+        """Quantiles the model forecasts: configured, the backtest's grid, every tau."""
+        wanted = {*self.model.quantiles, *QUANTILE_GRID, *(s.tau for s in self.specs.values())}
+        return tuple(sorted({round(q, 6) for q in wanted}))
+
+    def horizons(self, step: int) -> tuple[int, ...]:
+        """Cells covering every workload's ``[lead, lead + hold]`` window."""
+        from forecaster.capacity import required_horizons
+
+        cells: set[int] = set()
+        for workload in self.workloads:
+            cells.update(
+                required_horizons(
+                    workload.spec,
+                    step,
+                    float(workload.policy.hold),
+                    float(workload.policy.decision_delay),
+                )
+            )
+        return tuple(sorted(cells))
+
+    def fingerprint(self) -> str:
+        """Hash of everything that shapes the model (not the source, MLflow or serving)."""
+        shaped = self.model_dump(
+            mode="json", include={"workloads", "model", "evaluation", "validation", "gate"}
+        )
+        for workload in shaped["workloads"]:
+            workload.pop("demand", None)  # the data fingerprint covers what the query returned
+        text = json.dumps(shaped, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+
+def _location(loc: tuple[int | str, ...], data: Any) -> str:
+    """``('workloads', 0, 'capacity', 'x')`` -> ``workloads[0] (chat).capacity.x``."""
+    out = ""
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            try:
+                node = node[part]
+                if isinstance(node, dict) and "name" in node:
+                    out += f" ({node['name']})"
+            except (IndexError, KeyError, TypeError):
+                node = None
+            continue
+        if part in ("prometheus", "file", "replay", "function-after", "function-before"):
+            continue  # pydantic's union tags, not keys of the file
+        out += f".{part}" if out else str(part)
+        node = node.get(part) if isinstance(node, dict) else None
+    return out or "(top level)"
+
+
+def format_validation_error(error: ValidationError, data: Any, origin: str = "config") -> str:
+    """One line per problem: the field path, what is wrong, and the value given."""
+    lines = []
+    for item in error.errors():
+        where = _location(tuple(item["loc"]), data)
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if item["type"] == "missing":
+            lines.append(f"{where}: required field is missing")
+            continue
+        if item["type"] == "extra_forbidden":
+            lines.append(f"{where}: unknown field (check the spelling), got {item['input']!r}")
+            continue
+        value = item.get("input")
+        shown = "" if isinstance(value, dict | list) or "got" in message else f", got {value!r}"
+        lines.append(f"{where}: {message}{shown}")
+    head = f"{origin}: invalid configuration"
+    return head + "\n  " + "\n  ".join(lines)
+
+
+def parse_config(data: Any, origin: str = "config", base_dir: Path | None = None) -> TrainConfig:
+    """Validate ``data`` (parsed YAML) into a :class:`TrainConfig`.
+
+    Relative file paths of file sources are resolved against ``base_dir``.
+
+    Raises
+    ------
+    ConfigError
+        Listing each bad field with its path and value.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: the file must hold a mapping, got {type(data).__name__}")
+    try:
+        config = TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, data, origin)) from None
+    if base_dir is not None and isinstance(config.source, FileSourceConfig):
+        source = config.source
+        update: dict[str, Any] = {}
+        if source.path is not None and not source.path.is_absolute():
+            update["path"] = base_dir / source.path
+        if source.files is not None:
+            update["files"] = {
+                k: v if v.is_absolute() else base_dir / v for k, v in source.files.items()
+            }
+        config = config.model_copy(update={"source": source.model_copy(update=update)})
+    return config
+
+
+def load_config(path: str | Path) -> TrainConfig:
+    """Read and validate the YAML file at ``path``.
+
+    Raises
+    ------
+    ConfigError
+        The file is missing, is not YAML, or a field is invalid (path and value named).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_config(data, str(path), path.parent)

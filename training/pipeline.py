@@ -1,0 +1,665 @@
+"""The nightly retraining job behind ``prewarm train``.
+
+1. **pull** each workload's history from the configured source over ``[end - lookback, end]``;
+2. **validate** it (enough history, share of gaps, flat or dead series);
+3. **skip** if a registered version was already trained on the same data with the same
+   configuration (idempotence: a rerun never creates a second champion);
+4. **fit and evaluate walk-forward**: ``evaluation.folds`` folds of ``evaluation.window``
+   each; fold ``k``'s model is fitted on the ``train_window`` before it and forecasts every
+   origin of the fold; forecasts drive the backtest policies (cost at SLO per workload).
+   The last fold's model is the **candidate**: the model evaluated is the model registered;
+5. **score the champion** on the same last window, with the same specs and simulator;
+6. **log** params, metrics, plots, the resolved config, the data window and fingerprint and
+   the model (a pyfunc with signature and input example) to MLflow; **register** a version
+   with a readable description;
+7. **promote**: move the ``champion`` alias only if :mod:`training.gate` says so.
+
+Fitting on data strictly before the gate window keeps the comparison fair: the champion,
+trained the night before, has not seen that window either when the job runs daily with a
+one-day window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from forecaster.backtest.frontier import headline_point, run_policy
+from forecaster.exceptions import DataValidationError, NotEnoughHistoryError, PrewarmError
+from forecaster.models import BaseForecaster, make_model
+from training.config import FileSourceConfig, PrometheusSourceConfig, TrainConfig
+from training.exceptions import ModelLoadError, TrackingError
+from training.gate import GateDecision, decide
+from training.registry import CHAMPION, champion_version, load_model_version
+from training.scoring import ModelScore, score_model
+from training.settings import resolve_tracking_uri
+from training.sources import FetchedHistory, HistorySource, make_source
+from training.tracking import (
+    TAG_CONFIG,
+    TAG_DATA,
+    TAG_VERDICT,
+    git_commit,
+    open_store,
+    registered_versions,
+    same_version,
+)
+from training.validation import SeriesCheck, check_history
+
+if TYPE_CHECKING:
+    from training.pyfunc import PrewarmModel
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[str, int, int], None]
+FrameTransform = Callable[[pd.DataFrame], pd.DataFrame]
+
+
+class Outcome(StrEnum):
+    """How a training run ended."""
+
+    PROMOTED = "promoted"
+    NOT_PROMOTED = "not-promoted"
+    REGISTERED = "registered"  # --no-promote: registered, alias left alone
+    UNCHANGED = "unchanged"  # same data and config as an existing version: nothing to do
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What ``run_training`` did, for the CLI's exit code and message."""
+
+    outcome: Outcome
+    registered_model: str
+    version: str | None
+    run_id: str | None
+    champion_before: str | None
+    champion_after: str | None
+    decision: GateDecision | None
+    data_fingerprint: str
+    message: str
+
+
+def run_training(
+    config: TrainConfig,
+    *,
+    tracking_uri: str | None = None,
+    promote: bool = True,
+    progress: Progress | None = None,
+    source: HistorySource | None = None,
+    fit_transform: FrameTransform | None = None,
+) -> TrainResult:
+    """Run the whole job (see the module docs).
+
+    Parameters
+    ----------
+    config
+        The validated configuration.
+    tracking_uri
+        Overrides ``PREWARM_MLFLOW_TRACKING_URI`` and ``config.mlflow.tracking_uri``.
+    promote
+        ``False`` registers the candidate but never moves the alias.
+    progress
+        Called as ``progress(stage, done, total)``.
+    source
+        A ready source instead of the configured one (e.g. a replay with a fixed clock).
+    fit_transform
+        Applied to each fold's training rows before fitting, never to evaluation data:
+        ablations, or a deliberately damaged candidate to exercise the gate.
+
+    Raises
+    ------
+    SourceError
+        The history could not be pulled or is unusable (``HistoryFetchError``,
+        ``HistoryValidationError``).
+    ConfigError
+        The configuration does not fit the data (e.g. a step the files do not have).
+    TrackingError
+        MLflow refused a read or a write.
+    """
+    stages = 5 + config.evaluation.folds
+    done = 0
+
+    def tick(stage: str) -> None:
+        nonlocal done
+        logger.info("stage %s", stage, extra={"stage": stage})
+        if progress is not None:
+            progress(stage, done, stages)
+        done += 1
+
+    uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
+    name = config.mlflow.registered_model
+    own_source = source is None
+    source = source or make_source(config.source.type, config.source)
+    try:
+        tick("pull history")
+        history = _pull(config, source)
+    finally:
+        if own_source:
+            source.close()
+    frame, step = history.frame, history.step
+    for report in history.incomplete:
+        logger.warning(
+            "workload %s (%s): %d of %d points missing",
+            report.workload,
+            report.column,
+            report.expected_points - report.received_points,
+            report.expected_points,
+            extra={"workload": report.workload, "query": report.query},
+        )
+    tick("validate history")
+    checks = check_history(
+        frame,
+        step,
+        min_history=config.validation.min_history,
+        max_gap_fraction=config.validation.max_gap_fraction,
+        dead_window=config.validation.dead_window,
+    )
+    data_fp = data_fingerprint(frame)
+    config_fp = config.fingerprint()
+    client, experiment_id = open_store(
+        uri, config.mlflow.experiment, config.mlflow.artifact_location
+    )
+    champion_before = champion_version(name, uri)
+    existing = same_version(registered_versions(client, name), data_fp, config_fp)
+    if existing is not None:
+        message = (
+            f"version {existing.version} of {name!r} was trained on the same data "
+            f"(fingerprint {data_fp}) with the same configuration; nothing to do "
+            f"(champion: {champion_before or 'none'})"
+        )
+        logger.info(message, extra={"model_version": existing.version})
+        return TrainResult(
+            Outcome.UNCHANGED, name, str(existing.version), existing.run_id, champion_before,
+            champion_before, None, data_fp, message,
+        )  # fmt: skip
+
+    folds = _fold_starts(frame, step, config)
+    scores: list[ModelScore] = []
+    candidate: BaseForecaster | None = None
+    fit_seconds = 0.0
+    for k, (fit_start, fold_start, fold_end) in enumerate(folds):
+        tick(f"fit and score fold {k + 1}/{len(folds)}")
+        began = time.perf_counter()
+        candidate = _fit(config, _cells(frame, fit_start, fold_start), step, fit_transform)
+        fit_seconds += time.perf_counter() - began
+        context = _context_start(candidate, frame, fold_start, step)
+        scores.append(_score(config, candidate, _cells(frame, context, fold_end), fold_start))
+    assert candidate is not None
+    score = scores[-1]
+    gate_start = folds[-1][1]
+
+    tick("score the champion")
+    champion_score, champion_note = _score_champion(
+        config, name, champion_before, uri, frame, gate_start, step
+    )
+    decision = decide(score, champion_score, config.gate)
+    if champion_note:
+        decision = GateDecision(
+            decision.promote,
+            (champion_note, *decision.reasons),
+            decision.candidate_cost,
+            decision.champion_cost,
+            decision.candidate_pinball,
+            decision.champion_pinball,
+        )
+    logger.info("gate: %s", decision.summary(), extra={"promote": decision.promote})
+
+    tick("log to MLflow")
+    from training.pyfunc import PrewarmModel
+
+    planner = PrewarmModel(
+        candidate,
+        config.specs,
+        hold={w.name: float(w.policy.hold) for w in config.workloads},
+        decision_delay={w.name: float(w.policy.decision_delay) for w in config.workloads},
+    )
+    run_id, version = _log_run(
+        config,
+        client,
+        experiment_id,
+        planner,
+        history,
+        checks,
+        scores,
+        champion_score,
+        decision,
+        data_fp,
+        config_fp,
+        champion_before,
+        fit_seconds,
+    )
+    tick("promote")
+    if promote and decision.promote:
+        client.set_registered_model_alias(name, CHAMPION, version)
+        outcome = Outcome.PROMOTED
+    elif promote:
+        outcome = Outcome.NOT_PROMOTED
+    else:
+        outcome = Outcome.REGISTERED
+    client.set_model_version_tag(name, version, "prewarm.outcome", outcome.value)
+    champion_after = champion_version(name, uri)
+    message = (
+        f"{name!r} version {version}: {outcome.value} ({decision.summary()}); "
+        f"champion: {champion_after or 'none'}"
+    )
+    logger.info(message, extra={"model_version": version, "outcome": outcome.value})
+    if progress is not None:
+        progress("done", stages, stages)
+    return TrainResult(
+        outcome, name, version, run_id, champion_before, champion_after, decision, data_fp,
+        message,
+    )  # fmt: skip
+
+
+# -- steps ---------------------------------------------------------------------------------
+
+
+def _pull(config: TrainConfig, source: HistorySource) -> FetchedHistory:
+    settings = config.source
+    queries = {w.name: w.demand or w.name for w in config.workloads}
+    covariates = {w.name: dict(w.covariates) for w in config.workloads if w.covariates}
+    if isinstance(settings, PrometheusSourceConfig):
+        step = settings.step
+        if settings.end:
+            end = pd.Timestamp(settings.end)
+            end = end.tz_localize("UTC") if end.tzinfo is None else end.tz_convert("UTC")
+        else:
+            end = pd.Timestamp.now(tz="UTC").floor(f"{step}s")
+        start = end - pd.Timedelta(seconds=settings.lookback)
+    else:
+        assert isinstance(settings, FileSourceConfig)
+        # File sources know their own grid and span (see training.sources.files).
+        step = settings.step or int(getattr(source, "data_step"))  # noqa: B009
+        end = getattr(source, "default_end")(step)  # noqa: B009
+        first = getattr(source, "span")()[0]  # noqa: B009
+        lookback = settings.lookback
+        start = first if lookback is None else max(first, end - pd.Timedelta(seconds=lookback))
+    logger.info(
+        "pulling %d workloads from %s, %s .. %s every %ss",
+        len(queries),
+        settings.type,
+        start,
+        end,
+        step,
+        extra={"source": settings.type, "start": str(start), "end": str(end), "step": step},
+    )
+    return source.fetch(queries, start, end, step, covariates=covariates or None)
+
+
+def data_fingerprint(frame: pd.DataFrame) -> str:
+    """Hash of the history's names, timestamps and values (NaN-safe, order-independent)."""
+    ordered = frame.sort_values(["series", "timestamp"], ignore_index=True)
+    digest = hashlib.sha256()
+    digest.update("\0".join(ordered["series"].astype(str)).encode())
+    digest.update(ordered["timestamp"].astype("int64").to_numpy().tobytes())
+    for column in ordered.columns.drop(["series", "timestamp"]):
+        digest.update(column.encode())
+        values = np.round(ordered[column].to_numpy(dtype=float), 9)
+        digest.update(np.nan_to_num(values, nan=-1.2345e300).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def _fold_starts(
+    frame: pd.DataFrame, step: int, config: TrainConfig
+) -> list[tuple[pd.Timestamp, pd.Timestamp, pd.Timestamp]]:
+    """``(fit_start, fold_start, fold_end)`` of each fold, oldest first; end is exclusive."""
+    evaluation = config.evaluation
+    end = frame["timestamp"].max() + pd.Timedelta(seconds=step)
+    first = frame["timestamp"].min()
+    window = pd.Timedelta(seconds=evaluation.window)
+    folds = []
+    for k in range(evaluation.folds, 0, -1):
+        fold_start = end - k * window
+        fit_start = max(first, fold_start - pd.Timedelta(seconds=evaluation.train_window))
+        folds.append((fit_start, fold_start, fold_start + window))
+    needed = max(pd.Timedelta(days=1), 4 * window)
+    if folds[0][1] - folds[0][0] < min(needed, pd.Timedelta(seconds=evaluation.train_window)):
+        raise NotEnoughHistoryError(
+            f"{(end - first) / pd.Timedelta(days=1):.2f} days of history cannot hold "
+            f"{evaluation.folds} evaluation fold(s) of {window} after enough training data; "
+            "pull more history (source.lookback) or shorten evaluation.window/folds"
+        )
+    return folds
+
+
+def _cells(frame: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:
+    """Rows with ``start <= timestamp < end``."""
+    stamps = frame["timestamp"]
+    return frame[(stamps >= start) & (stamps < end)]
+
+
+def _context_start(
+    model: BaseForecaster, frame: pd.DataFrame, fold_start: pd.Timestamp, step: int
+) -> pd.Timestamp:
+    from training.pyfunc import history_cells
+
+    cells = history_cells(getattr(model, "features_", None), step, tuple(model.horizons))
+    return max(frame["timestamp"].min(), fold_start - pd.Timedelta(seconds=(cells + 1) * step))
+
+
+def build_model(config: TrainConfig, step: int) -> BaseForecaster:
+    """A new, unfitted model as configured, with horizons derived from the workloads."""
+    model = make_model(
+        config.model.name,
+        horizons=config.horizons(step),
+        quantiles=config.quantiles(),
+        **config.model.params,
+    )
+    params = model.get_params()
+    if "features" in params:
+        model.set_params(features=config.model.feature_config)
+    if "random_state" in params and "random_state" not in config.model.params:
+        model.set_params(random_state=config.evaluation.seed)
+    return model
+
+
+def _fit(
+    config: TrainConfig, train: pd.DataFrame, step: int, transform: FrameTransform | None
+) -> BaseForecaster:
+    if transform is not None:
+        train = transform(train.copy())
+    model = build_model(config, step)
+    try:
+        return model.fit(train, covariates=config.covariates)
+    except NotEnoughHistoryError:
+        raise
+    except DataValidationError as exc:
+        raise DataValidationError(f"cannot fit {config.model.name!r}: {exc}") from exc
+
+
+def _policies(config: TrainConfig) -> list[str]:
+    return list(dict.fromkeys([*config.evaluation.policies, config.gate.policy]))
+
+
+def _score(
+    config: TrainConfig, model: BaseForecaster, frame: pd.DataFrame, start: pd.Timestamp
+) -> ModelScore:
+    return score_model(
+        model,
+        frame,
+        start,
+        config.specs,
+        policies=_policies(config),
+        hold={w.name: float(w.policy.hold) for w in config.workloads},
+        decision_delay={w.name: float(w.policy.decision_delay) for w in config.workloads},
+        seed=config.evaluation.seed,
+    )
+
+
+def _score_champion(
+    config: TrainConfig,
+    name: str,
+    version: str | None,
+    uri: str,
+    frame: pd.DataFrame,
+    start: pd.Timestamp,
+    step: int,
+) -> tuple[ModelScore | None, str]:
+    """The champion's score on the gate window, or ``None`` and why it could not be scored."""
+    if version is None:
+        return None, ""
+    try:
+        champion = load_model_version(name, version, uri)
+    except ModelLoadError as exc:
+        logger.warning("champion cannot be loaded: %s", exc, extra={"model_version": version})
+        return None, f"champion v{version} cannot be loaded ({exc}); judged on the guardrail"
+    model = champion.model
+    common = sorted(set(model.workloads) & {w.name for w in config.workloads})
+    problem = ""
+    if model.step != step:
+        problem = f"its step is {model.step}s, the data's {step}s"
+    elif not common:
+        problem = "it serves none of the configured workloads"
+    elif not set(model.covariates) <= set(frame.columns):
+        problem = f"it needs covariates {list(model.covariates)}"
+    if problem:
+        note = f"champion v{version} is not comparable ({problem}); judged on the guardrail"
+        logger.warning(note, extra={"model_version": version})
+        return None, note
+    part = frame[frame["series"].isin(common)]
+    part = _cells(
+        part,
+        _context_start(model.forecaster, part, start, step),
+        frame["timestamp"].max() + pd.Timedelta(seconds=step),
+    )
+    try:
+        score = _score(config, model.forecaster, part, start)
+    except PrewarmError as exc:
+        note = f"champion v{version} cannot forecast this window ({exc}); judged on the guardrail"
+        logger.warning(note, extra={"model_version": version})
+        return None, note
+    return score, f"champion v{version} scored on the same window"
+
+
+# -- MLflow --------------------------------------------------------------------------------
+
+
+def _log_run(
+    config: TrainConfig,
+    client: Any,
+    experiment_id: str,
+    planner: PrewarmModel,
+    history: FetchedHistory,
+    checks: list[SeriesCheck],
+    scores: list[ModelScore],
+    champion: ModelScore | None,
+    decision: GateDecision,
+    data_fp: str,
+    config_fp: str,
+    champion_before: str | None,
+    fit_seconds: float,
+) -> tuple[str, str]:
+    import mlflow
+    from mlflow.exceptions import MlflowException
+    from mlflow.models import infer_signature
+
+    from prewarm import __version__
+    from training.pyfunc import to_naive_utc
+
+    name = config.mlflow.registered_model
+    score = scores[-1]
+    frame = history.frame
+    example = to_naive_utc(
+        frame.sort_values(["series", "timestamp"])
+        .groupby("series", sort=True)
+        .tail(planner.history_cells_needed)
+        .reset_index(drop=True)
+    )
+    try:
+        with mlflow.start_run(
+            experiment_id=experiment_id,
+            run_name=f"train {history.end:%Y-%m-%d %H:%M} UTC",
+        ) as run:
+            mlflow.set_tags(
+                {
+                    "prewarm.version": __version__,
+                    "git.commit": git_commit() or "unknown",
+                    TAG_DATA: data_fp,
+                    TAG_CONFIG: config_fp,
+                    "prewarm.source": config.source.type,
+                    "prewarm.champion_before": champion_before or "none",
+                    TAG_VERDICT: "pass" if decision.promote else "fail",
+                }
+            )
+            mlflow.log_params(_params(config, planner, history))
+            metrics = score.metrics()
+            for k, fold in enumerate(scores[:-1]):
+                metrics.update(fold.metrics(prefix=f"fold{k + 1}."))
+            metrics["walkforward.pinball_mean"] = float(np.mean([s.mean_pinball() for s in scores]))
+            if champion is not None:
+                metrics.update(champion.metrics(prefix="champion."))
+            metrics["gate.promote"] = float(decision.promote)
+            if decision.candidate_cost is not None:
+                metrics["gate.candidate_cost"] = decision.candidate_cost
+            if decision.champion_cost is not None:
+                metrics["gate.champion_cost"] = decision.champion_cost
+            metrics["fit_seconds"] = fit_seconds
+            mlflow.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)})
+            mlflow.log_dict(config.model_dump(mode="json"), "config/resolved.yaml")
+            mlflow.log_dict(_window(history, checks, data_fp, score), "data/window.json")
+            mlflow.log_dict(
+                {"summary": decision.summary(), "reasons": list(decision.reasons)}, "gate.json"
+            )
+            _log_figures(config, score)
+            output = planner.predict(None, example)
+            info = mlflow.pyfunc.log_model(
+                name="model",
+                python_model=planner,
+                signature=infer_signature(example, output),
+                input_example=example,
+                pip_requirements=_requirements(),
+            )
+            version = mlflow.register_model(
+                info.model_uri,
+                name,
+                tags={
+                    TAG_DATA: data_fp,
+                    TAG_CONFIG: config_fp,
+                    TAG_VERDICT: "pass" if decision.promote else "fail",
+                },
+            )
+            client.update_model_version(
+                name,
+                version.version,
+                description=_description(
+                    config, history, decision, data_fp, run.info.run_id, champion_before
+                ),
+            )
+            return run.info.run_id, str(version.version)
+    except MlflowException as exc:
+        raise TrackingError(f"MLflow refused the run: {exc}") from exc
+
+
+def _params(config: TrainConfig, planner: PrewarmModel, history: FetchedHistory) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "model.name": config.model.name,
+        "model.quantiles": list(planner.forecaster.quantiles),
+        "model.horizons": list(planner.forecaster.horizons),
+        "data.step_seconds": history.step,
+        "data.start": history.start.isoformat(),
+        "data.end": history.end.isoformat(),
+        "data.workloads": ",".join(sorted(planner.specs)),
+        "evaluation.window_seconds": config.evaluation.window,
+        "evaluation.folds": config.evaluation.folds,
+        "evaluation.train_window_seconds": config.evaluation.train_window,
+        "evaluation.policies": ",".join(_policies(config)),
+        "gate.policy": config.gate.policy,
+        "gate.cost_tolerance": config.gate.cost_tolerance,
+        "gate.pinball_tolerance": config.gate.pinball_tolerance,
+        "gate.coverage_tolerance": config.gate.coverage_tolerance,
+    }
+    for key, value in planner.forecaster.get_params().items():
+        if key not in ("horizons", "quantiles", "features"):
+            params[f"model.{key}"] = value
+    features = getattr(planner.forecaster, "features_", None)
+    if features is not None:
+        for key, value in features.to_dict().items():
+            params[f"features.{key}"] = value
+    for workload in config.workloads:
+        base = f"workload.{workload.name}."
+        spec = workload.spec
+        params[base + "tau"] = spec.tau
+        params[base + "capacity_per_replica"] = spec.capacity_per_replica
+        params[base + "cold_start_seconds"] = spec.cold_start_model.planning_seconds
+        params[base + "target_utilization"] = spec.target_utilization
+        params[base + "replicas"] = f"{spec.min_replicas}..{spec.max_replicas}"
+        params[base + "hold_seconds"] = workload.policy.hold
+        params[base + "decision_delay_seconds"] = workload.policy.decision_delay
+    return {k: str(v)[:6000] for k, v in params.items()}
+
+
+def _window(
+    history: FetchedHistory, checks: list[SeriesCheck], data_fp: str, score: ModelScore
+) -> dict[str, Any]:
+    return {
+        "fingerprint": data_fp,
+        "start": history.start.isoformat(),
+        "end": history.end.isoformat(),
+        "step_seconds": history.step,
+        "gate_window": {"start": score.start.isoformat(), "end": score.end.isoformat()},
+        "series": [check.__dict__ for check in checks],
+        "missing": [
+            {
+                "workload": r.workload,
+                "column": r.column,
+                "query": r.query,
+                "ranges": [[str(m.start), str(m.end), m.points] for m in r.missing],
+            }
+            for r in history.reports
+            if r.missing
+        ],
+    }
+
+
+def _log_figures(config: TrainConfig, score: ModelScore) -> None:
+    import mlflow
+
+    from forecaster.backtest.plots import capacity_figure, frontier_figure
+    from training.plots import forecast_figure
+
+    for workload in config.workloads:
+        result = score.workloads[workload.name]
+        spec = workload.spec
+        horizon = min(result.pinball_by_horizon)
+        mlflow.log_figure(
+            forecast_figure(result, horizon, spec.tau), f"plots/{workload.name}/forecast.png"
+        )
+        mlflow.log_figure(
+            frontier_figure(result.frontier, spec.slo_unserved_fraction),
+            f"plots/{workload.name}/frontier.png",
+        )
+        runs = {}
+        for policy, points in result.frontier.items():
+            point, _ = headline_point(points, spec.slo_unserved_fraction)
+            runs[policy], _ = run_policy(
+                result.observation, policy, point.params, config.evaluation.seed
+            )
+        mlflow.log_figure(
+            capacity_figure(runs, spec.capacity_per_replica, f"{workload.name}: backtest day"),
+            f"plots/{workload.name}/backtest_day.png",
+        )
+
+
+def _requirements() -> list[str]:
+    """Pinned versions of what the pyfunc imports (inferring them costs seconds per run)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for package in ("mlflow", "numpy", "pandas", "scikit-learn", "lightgbm", "cloudpickle"):
+        try:
+            out.append(f"{package}=={version(package)}")
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def _description(
+    config: TrainConfig,
+    history: FetchedHistory,
+    decision: GateDecision,
+    data_fp: str,
+    run_id: str,
+    champion_before: str | None,
+) -> str:
+    workloads = ", ".join(w.name for w in config.workloads)
+    verdict = "passed" if decision.promote else "did not pass"
+    versus = f"champion version {champion_before}" if champion_before else "no champion"
+    lines = [
+        f"Forecaster `{config.model.name}` for {len(config.workloads)} workload(s): {workloads}.",
+        f"Trained on {config.source.type} history {history.start:%Y-%m-%d %H:%M} .. "
+        f"{history.end:%Y-%m-%d %H:%M} UTC at {history.step}s steps "
+        f"(data fingerprint `{data_fp}`).",
+        f"Gate against {versus} on the last {config.evaluation.window / 3600:g} h: {verdict}.",
+        *(f"- {reason}" for reason in decision.reasons),
+        f"Run `{run_id}`: see its metrics, plots/ (forecast, backtest day, frontier) and "
+        "config/resolved.yaml.",
+    ]
+    return "\n".join(lines)

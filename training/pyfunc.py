@@ -1,0 +1,196 @@
+"""The model prewarm registers: a fitted forecaster plus the workloads it plans for.
+
+:class:`PrewarmModel` is an ``mlflow.pyfunc.PythonModel``. Its ``predict`` takes a recent
+history (long frame ``series, timestamp, value`` plus covariate columns) and returns one row
+per workload: the capacity plan of :func:`forecaster.capacity.plan_capacity` (forecast
+demand over the lead window and desired replicas) and, per quantile, the largest forecast
+over that window. MLflow's schema has no time zones, so the pyfunc's timestamps are naive
+UTC (``to_naive_utc``); aware ones are accepted too. Serving calls
+:meth:`PrewarmModel.plan` on the unwrapped object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from mlflow.pyfunc import PythonModel
+
+from forecaster.backtest.workload import WorkloadSpec
+from forecaster.capacity import PLAN_COLUMNS, plan_capacity, required_horizons
+from forecaster.duration import parse_duration
+from forecaster.features import FeatureConfig
+from forecaster.models.base import BaseForecaster, quantile_column
+
+
+def history_cells(features: FeatureConfig | None, step: int, horizons: tuple[int, ...]) -> int:
+    """Cells of history before an origin that every feature of ``features`` can read.
+
+    A seasonal lag of ``s`` cells reads the target time minus ``s`` (``origin + h - s``) and
+    the level one season before the origin, averaged over the first window; the trailing
+    scale reads ``scale_window``. Models without declared features need one cell.
+    """
+    if features is None:
+        return 2
+
+    def cells(text: str) -> int:
+        return max(1, round(parse_duration(text) / step))
+
+    windows = [cells(w) for w in features.windows] or [2]
+    level = max(2, windows[0])
+    seasons = [cells(s) + level + features.seasonal_smoothing for s in features.seasonal_lags]
+    wanted = [
+        max(features.lags, default=0) + max(features.covariate_lags, default=0) + 1,
+        *windows,
+        *seasons,
+        cells(features.scale_window),
+    ]
+    return int(max(wanted)) + 1
+
+
+class PrewarmModel(PythonModel):
+    """A fitted forecaster and the capacity specs of the workloads it plans for.
+
+    Parameters
+    ----------
+    forecaster
+        A fitted :class:`~forecaster.models.base.BaseForecaster`.
+    specs
+        Workload name -> :class:`WorkloadSpec`.
+    hold, decision_delay
+        Workload name -> seconds (missing workloads: 0).
+    """
+
+    def __init__(
+        self,
+        forecaster: BaseForecaster,
+        specs: Mapping[str, WorkloadSpec],
+        hold: Mapping[str, float] | None = None,
+        decision_delay: Mapping[str, float] | None = None,
+    ) -> None:
+        self.forecaster = forecaster
+        self.specs = dict(specs)
+        self.hold = {name: float((hold or {}).get(name, 0.0)) for name in self.specs}
+        self.decision_delay = {
+            name: float((decision_delay or {}).get(name, 0.0)) for name in self.specs
+        }
+
+    # -- what serving reads -------------------------------------------------------------------
+    @property
+    def workloads(self) -> tuple[str, ...]:
+        """Names of the workloads the model plans for, sorted."""
+        return tuple(sorted(self.specs))
+
+    @property
+    def step(self) -> int:
+        """Grid step of the history the model expects, in seconds."""
+        return int(self.forecaster.step_)
+
+    @property
+    def covariates(self) -> tuple[str, ...]:
+        """Covariate columns the history must carry."""
+        return tuple(self.forecaster.covariates_)
+
+    @property
+    def history_cells_needed(self) -> int:
+        """Cells of recent history per workload that feed every feature of the model."""
+        features = getattr(self.forecaster, "features_", None)
+        return history_cells(features, self.step, tuple(self.forecaster.horizons))
+
+    def plan(self, history: pd.DataFrame) -> pd.DataFrame:
+        """Desired replicas now for every workload of ``history``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            :data:`forecaster.capacity.PLAN_COLUMNS`, one row per workload, sorted by name.
+        """
+        groups: dict[tuple[float, float], list[str]] = {}
+        present = set(history["series"].astype(str))
+        for name in self.workloads:
+            if name in present:
+                key = (self.hold[name], self.decision_delay[name])
+                groups.setdefault(key, []).append(name)
+        parts = []
+        for (hold, delay), names in groups.items():
+            part = history[history["series"].isin(names)]
+            specs = {name: self.specs[name] for name in names}
+            parts.append(
+                plan_capacity(
+                    self.forecaster,
+                    part,
+                    specs,
+                    hold_seconds=hold,
+                    decision_delay_seconds=delay,
+                )
+            )
+        unknown = sorted(present - set(self.specs))
+        if unknown:  # plan_capacity names them; keep the same error for mixed groups
+            plan_capacity(self.forecaster, history[history["series"].isin(unknown)], self.specs)
+        if not parts:
+            return pd.DataFrame(columns=list(PLAN_COLUMNS))
+        return pd.concat(parts, ignore_index=True).sort_values("series", ignore_index=True)
+
+    def forecast(self, history: pd.DataFrame) -> pd.DataFrame:
+        """The forecaster's long quantile forecast from the last cell of each series."""
+        return self.forecaster.predict(history)
+
+    def lead_window_quantiles(self, history: pd.DataFrame) -> pd.DataFrame:
+        """Per workload, each quantile's largest forecast over its lead window."""
+        forecast = self.forecast(history)
+        rows = []
+        for name, part in forecast.groupby("series", sort=True):
+            horizons = required_horizons(
+                self.specs[str(name)],
+                self.step,
+                self.hold[str(name)],
+                self.decision_delay[str(name)],
+            )
+            window = part[part["horizon"].isin(horizons)]
+            rows.append(
+                {
+                    "series": str(name),
+                    **{
+                        quantile_column(q): float(window[quantile_column(q)].max())
+                        for q in self.forecaster.quantiles
+                    },
+                }
+            )
+        return pd.DataFrame(rows)
+
+    # -- pyfunc -------------------------------------------------------------------------------
+    def predict(
+        self,
+        context: Any,
+        model_input: pd.DataFrame,
+        params: dict[str, Any] | None = None,
+    ) -> pd.DataFrame:
+        """Plan plus lead-window quantiles, one row per workload (see the module docs)."""
+        history = _as_history(model_input)
+        plan = self.plan(history)
+        quantiles = self.lead_window_quantiles(history)
+        out = plan.merge(quantiles, on="series", how="left")
+        # MLflow's schema type ``datetime`` is time-zone naive: the pyfunc speaks naive UTC.
+        out["origin"] = pd.to_datetime(out["origin"], utc=True).dt.tz_localize(None)
+        out["desired_replicas"] = out["desired_replicas"].astype(np.int64)
+        return out
+
+
+def to_naive_utc(history: pd.DataFrame) -> pd.DataFrame:
+    """``history`` with naive UTC timestamps: the form MLflow's signature accepts."""
+    out = history.copy()
+    out["timestamp"] = pd.to_datetime(out["timestamp"], utc=True).dt.tz_localize(None)
+    return out
+
+
+def _as_history(frame: pd.DataFrame) -> pd.DataFrame:
+    """MLflow may hand timestamps back naive (its schema has no time zone): make them UTC."""
+    frame = frame.copy()
+    stamps = pd.to_datetime(frame["timestamp"])
+    if stamps.dt.tz is None:
+        stamps = stamps.dt.tz_localize("UTC")
+    frame["timestamp"] = stamps.dt.tz_convert("UTC")
+    frame["series"] = frame["series"].astype(str)
+    return frame

@@ -1,0 +1,92 @@
+"""What every history source delivers, so the pipeline and serving treat them alike."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+
+from forecaster.exceptions import ConfigError
+from training.sources.prometheus import PrometheusHistory, TimeLike
+from training.sources.ranges import SeriesReport, missing_ranges
+
+FetchedHistory = PrometheusHistory
+"""Long frame on a UTC grid plus one report per (workload, column) listing missing ranges.
+Every source returns this shape (Prometheus's was first, hence the name of the class)."""
+
+
+class HistorySource(Protocol):
+    """A source of workload histories on a regular grid.
+
+    File sources also tell where their data ends (``default_end(step)``) and spans
+    (``span()``); for a live source the end is now.
+    """
+
+    def fetch(
+        self,
+        queries: Mapping[str, str],
+        start: TimeLike,
+        end: TimeLike,
+        step: int | str,
+        *,
+        covariates: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> FetchedHistory:
+        """Each workload's series over ``[start, end]`` on a grid of ``step`` seconds."""
+        ...
+
+    def close(self) -> None:
+        """Release connections or caches."""
+        ...
+
+
+def utc(value: TimeLike, name: str) -> pd.Timestamp:
+    """``value`` as a tz-aware UTC timestamp; naive values are refused."""
+    stamp = pd.Timestamp(value)
+    if stamp.tzinfo is None:
+        raise ConfigError(f"`{name}` must be timezone-aware, got {value!r}")
+    return stamp.tz_convert("UTC")
+
+
+def on_grid(
+    series: Mapping[str, pd.Series], queries: Mapping[str, str], start: int, end: int, step: int
+) -> FetchedHistory:
+    """Put each workload's values (indexed by UTC time) on the grid ``start..end`` (Unix s).
+
+    Cells without a value stay NaN and are listed in the workload's report.
+    """
+    grid = pd.to_datetime(np.arange(start, end + 1, step, dtype=np.int64), unit="s", utc=True)
+    frames, reports = [], []
+    for workload, values in series.items():
+        aligned = values.reindex(grid).to_numpy(dtype=float)
+        frames.append(pd.DataFrame({"series": workload, "timestamp": grid, "value": aligned}))
+        reports.append(
+            SeriesReport(
+                workload=workload,
+                column="value",
+                query=queries[workload],
+                expected_points=len(grid),
+                received_points=int(np.isfinite(aligned).sum()),
+                requests=1,
+                missing=missing_ranges(aligned, grid),
+            )
+        )
+    return FetchedHistory(
+        frame=pd.concat(frames, ignore_index=True),
+        reports=tuple(reports),
+        start=grid[0],
+        end=grid[-1],
+        step=step,
+    )
+
+
+def grid_bounds(start: TimeLike, end: TimeLike, step: int) -> tuple[int, int]:
+    """``start`` rounded up and ``end`` down to multiples of ``step`` (Unix seconds)."""
+    first = utc(start, "start").value // 1_000_000_000
+    last = utc(end, "end").value // 1_000_000_000
+    first = -(-first // step) * step
+    last = last // step * step
+    if last < first:
+        raise ConfigError(f"empty range: start {start} is after end {end} on a {step}s grid")
+    return int(first), int(last)

@@ -1,0 +1,95 @@
+"""MLflow plumbing: the store, the experiment, tags and the registry lookups of a run.
+
+The default store is MLflow's embedded one, a SQLite file in the working directory
+(``sqlite:///mlflow.db``), with artifacts in ``mlartifacts/`` beside it. Analysts browse it
+with ``mlflow ui --backend-store-uri sqlite:///mlflow.db`` (see docs/training.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from training.exceptions import TrackingError
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities.model_registry import ModelVersion
+
+logger = logging.getLogger(__name__)
+
+TAG_DATA = "prewarm.data_fingerprint"
+TAG_CONFIG = "prewarm.config_fingerprint"
+TAG_VERDICT = "prewarm.gate"
+
+
+def default_artifact_location(tracking_uri: str) -> str | None:
+    """``mlartifacts/`` beside a SQLite store; ``None`` (the server decides) otherwise."""
+    prefix = "sqlite:///"
+    if not tracking_uri.startswith(prefix):
+        return None
+    database = Path(tracking_uri[len(prefix) :])
+    return (database.resolve().parent / "mlartifacts").as_uri()
+
+
+def open_store(
+    tracking_uri: str, experiment: str, artifact_location: str | None = None
+) -> tuple[MlflowClient, str]:
+    """Point MLflow at ``tracking_uri`` and return a client and the experiment's id.
+
+    The experiment is created on first use with ``artifact_location`` (default
+    :func:`default_artifact_location`), so artifacts never land in a surprise folder.
+    """
+    import mlflow
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        mlflow.set_tracking_uri(tracking_uri)
+        mlflow.set_registry_uri(tracking_uri)
+        client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+        found = client.get_experiment_by_name(experiment)
+        if found is not None:
+            return client, found.experiment_id
+        location = artifact_location or default_artifact_location(tracking_uri)
+        return client, client.create_experiment(experiment, artifact_location=location)
+    except MlflowException as exc:
+        raise TrackingError(f"cannot open MLflow store {tracking_uri!r}: {exc}") from exc
+
+
+def registered_versions(client: MlflowClient, name: str) -> list[ModelVersion]:
+    """Every version of ``name`` (empty when the model is not registered yet)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return list(client.search_model_versions(f"name = '{name}'"))
+    except MlflowException as exc:
+        if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return []
+        raise TrackingError(f"cannot list versions of model {name!r}: {exc}") from exc
+
+
+def same_version(
+    versions: list[ModelVersion], data_fingerprint: str, config_fingerprint: str
+) -> ModelVersion | None:
+    """The newest version trained on the same data with the same configuration, if any."""
+    matches = [
+        v
+        for v in versions
+        if v.tags.get(TAG_DATA) == data_fingerprint and v.tags.get(TAG_CONFIG) == config_fingerprint
+    ]
+    return max(matches, key=lambda v: int(v.version), default=None)
+
+
+def git_commit() -> str | None:
+    """The commit of the working tree prewarm runs from, when it is a git checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
