@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "backtest": "prewarm.backtest:backtest",
     "evaluate": "prewarm.evaluate:evaluate",
     "serve": "prewarm.serve:serve",
+    "train": "prewarm.train:train",
 }
 
 
