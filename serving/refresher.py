@@ -181,7 +181,7 @@ class Refresher:
                 logger.warning("history fetch failed", extra={"workload": name, "error": error})
                 if self.metrics is not None:
                     self.metrics.source_errors.labels(name).inc()
-            forecasts, plan_problems = self._plan(served, window, now)
+            forecasts, plan_problems = self._plan(served, window, previous)
             problems.update(plan_problems)
             self._score(window)
         states = {}
@@ -193,7 +193,7 @@ class Refresher:
                 workload=name,
                 forecast=forecast,
                 last_data=last_data.to_pydatetime() if last_data is not None else None,
-                problem=None if name in forecasts else problems.get(name),
+                problem=problems.get(name),
             )
         snapshot = Snapshot(
             states=states,
@@ -215,7 +215,7 @@ class Refresher:
         return snapshot
 
     def _plan(
-        self, served: ServedModel, window: RollingWindow, now: datetime
+        self, served: ServedModel, window: RollingWindow, previous: Snapshot
     ) -> tuple[dict[str, WorkloadForecast], dict[str, str]]:
         model = served.model
         known = set(model.workloads)
@@ -228,9 +228,23 @@ class Refresher:
                 )
             elif window.last_data(name) is None:
                 problems.setdefault(name, "no data received yet")
-        names = self._plannable(model, window)
+        forecasts: dict[str, WorkloadForecast] = {}
+        names = []
+        for name in self._plannable(model, window):
+            # No new data and the same model: the forecast would be the same, keep it.
+            old = previous.states[name].forecast if name in previous.states else None
+            last = window.last_data(name)
+            if (
+                old is not None
+                and old.model_version == served.version
+                and last is not None
+                and pd.Timestamp(old.origin) == last
+            ):
+                forecasts[name] = old
+            else:
+                names.append(name)
         if not names:
-            return {}, problems
+            return forecasts, problems
         try:
             plans = [model.plan(window.frame(names))]
         except Exception as exc:
@@ -245,7 +259,6 @@ class Refresher:
                     plans.append(model.plan(window.frame([name])))
                 except Exception as one:
                     problems[name] = f"prediction failed: {type(one).__name__}: {one}"
-        forecasts: dict[str, WorkloadForecast] = {}
         generated = datetime.now(UTC)
         for plan in plans:
             for row in plan.itertuples(index=False):

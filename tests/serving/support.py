@@ -1,0 +1,197 @@
+"""Shared pieces of the serving tests: an in-memory source, a real planner, a live server."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import uvicorn
+
+from forecaster.backtest.workload import WorkloadSpec
+from forecaster.models.baseline import LastValue
+from serving.models import ServedModel
+from serving.settings import RefreshConfig, WorkloadConfig
+from training.sources.prometheus import PrometheusHistory
+
+STEP = 10
+"""Grid step of the unit tests' histories, in seconds."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def history(
+    names: Mapping[str, float], end: pd.Timestamp, cells: int, step: int = STEP
+) -> pd.DataFrame:
+    """A long frame: each workload at a constant level with a small deterministic wiggle."""
+    end = end.floor(f"{step}s")
+    times = pd.date_range(end=end, periods=cells, freq=f"{step}s", tz="UTC")
+    parts = []
+    for i, (name, level) in enumerate(names.items()):
+        wiggle = 0.05 * level * np.sin(np.arange(cells) / 7.0 + i)
+        parts.append(pd.DataFrame({"series": name, "timestamp": times, "value": level + wiggle}))
+    return pd.concat(parts, ignore_index=True)
+
+
+@dataclass
+class FrameSource:
+    """A history source over an in-memory long frame, with injectable failures.
+
+    ``calls`` records every fetch as ``(workloads, start, end)``; ``fail`` makes every fetch
+    raise (a source outage); ``frame`` can be extended as "time passes".
+    """
+
+    frame: pd.DataFrame
+    fail: str | None = None
+    calls: list[tuple[tuple[str, ...], pd.Timestamp, pd.Timestamp]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fetch(
+        self,
+        queries: Mapping[str, str],
+        start: Any,
+        end: Any,
+        step: int | str,
+        *,
+        covariates: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> PrometheusHistory:
+        start, end = pd.Timestamp(start), pd.Timestamp(end)
+        with self.lock:
+            self.calls.append((tuple(queries), start, end))
+            if self.fail:
+                raise ConnectionError(self.fail)
+            frame = self.frame
+        parts = []
+        grid = pd.date_range(start, end, freq=f"{int(step)}s")
+        for name, query in queries.items():
+            part = frame[(frame["series"] == query)].set_index("timestamp")["value"]
+            values = part.reindex(grid).to_numpy(dtype=float)
+            parts.append(pd.DataFrame({"series": name, "timestamp": grid, "value": values}))
+        out = pd.concat(parts, ignore_index=True)
+        return PrometheusHistory(out, (), grid[0], grid[-1], int(step))
+
+    def extend(self, until: pd.Timestamp, levels: Mapping[str, float], step: int = STEP) -> None:
+        """Append constant points per workload after the current end, up to ``until``."""
+        with self.lock:
+            last = self.frame["timestamp"].max()
+            times = pd.date_range(last + pd.Timedelta(seconds=step), until, freq=f"{step}s")
+            extra = [
+                pd.DataFrame({"series": name, "timestamp": times, "value": float(level)})
+                for name, level in levels.items()
+            ]
+            self.frame = pd.concat([self.frame, *extra], ignore_index=True)
+
+
+def specs(names: Mapping[str, float], **overrides: Any) -> dict[str, WorkloadSpec]:
+    base: dict[str, Any] = {
+        "capacity_per_replica": 10.0,
+        "cold_start": 30.0,
+        "target_utilization": 0.8,
+        "min_replicas": 1,
+        "max_replicas": 50,
+        "quantile": 0.9,
+    }
+    base.update(overrides)
+    return {name: WorkloadSpec(**base) for name in names}
+
+
+def fit_planner(frame: pd.DataFrame, workload_specs: Mapping[str, WorkloadSpec]) -> Any:
+    """A real ``PrewarmModel``: a last-value forecaster covering every lead window."""
+    from forecaster.capacity import required_horizons
+    from training.pyfunc import PrewarmModel
+
+    step = int((frame["timestamp"].iloc[1] - frame["timestamp"].iloc[0]).total_seconds())
+    horizons = sorted({h for s in workload_specs.values() for h in required_horizons(s, step)})
+    quantiles = sorted({0.5, *(s.tau for s in workload_specs.values())})
+    model = LastValue(horizons=horizons, quantiles=quantiles, scale_window="10m")
+    model.fit(frame)
+    return PrewarmModel(model, workload_specs)
+
+
+class DictRegistry:
+    """A registry of in-memory versions; the champion is whatever ``champion`` names.
+
+    The MLflow-backed registry is exercised in ``tests/integration/test_serving_live.py``.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.versions: dict[str, Any] = {}
+        self.champion: str | None = None
+        self.loads = 0
+
+    def add(self, model: Any, *, champion: bool = True) -> str:
+        version = str(len(self.versions) + 1)
+        self.versions[version] = model
+        if champion:
+            self.champion = version
+        return version
+
+    def champion_version(self, name: str) -> str | None:
+        return self.champion
+
+    def load(self, name: str, version: str) -> ServedModel:
+        self.loads += 1
+        model = self.versions[version]
+        if isinstance(model, Exception):
+            raise model
+        return ServedModel(name, version, model)
+
+
+def refresh_config(
+    names: Mapping[str, float],
+    *,
+    workload_specs: Mapping[str, WorkloadSpec] | None = None,
+    **overrides: Any,
+) -> RefreshConfig:
+    workload_specs = workload_specs or specs(names)
+    options: dict[str, Any] = {
+        "model_name": "prewarm-test",
+        "refresh_interval": 0.2,
+        "max_staleness": 60.0,
+        "history_window": 30 * STEP,
+        "model_poll_interval": 0.1,
+        "fetch_workers": 2,
+    }
+    options.update(overrides)
+    return RefreshConfig(
+        workloads=[WorkloadConfig(n, n, workload_specs[n]) for n in names], **options
+    )
+
+
+@contextmanager
+def running(app: Any, config_factory: Callable[[Any], uvicorn.Config]) -> Iterator[uvicorn.Server]:
+    """Run ``app`` under uvicorn in a background thread until the block ends."""
+    server = uvicorn.Server(config_factory(app))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield server
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0, every: float = 0.05) -> None:
+    """Poll ``condition`` until true or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout} s")

@@ -1,0 +1,182 @@
+"""The refresher: incremental fetches, one batched plan per tick, safe model swaps, and
+failures that never turn into low numbers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from serving.exceptions import ForecastUnavailableError, UnknownWorkloadError
+from serving.models import ModelLoadFailedError, ModelWatcher
+from serving.observability import ServingMetrics
+from serving.refresher import Refresher, empty_snapshot
+from serving.snapshot import SnapshotStore
+from tests.serving.support import (
+    STEP,
+    DictRegistry,
+    FrameSource,
+    fit_planner,
+    history,
+    refresh_config,
+    specs,
+)
+
+LEVELS = {"chat": 40.0, "embed": 7.0}
+
+
+class CountingPlanner:
+    """Delegates to a real planner and counts the calls (and can be made to fail)."""
+
+    def __init__(self, inner: Any, result: str = "ok") -> None:
+        self.inner = inner
+        self.calls: list[tuple[str, ...]] = []
+        self.result = result
+
+    workloads = property(lambda self: self.inner.workloads)
+    step = property(lambda self: self.inner.step)
+    history_cells_needed = property(lambda self: self.inner.history_cells_needed)
+
+    def plan(self, frame: pd.DataFrame) -> pd.DataFrame:
+        self.calls.append(tuple(sorted(set(frame["series"]))))
+        plan = self.inner.plan(frame)
+        if self.result == "nan":
+            plan["forecast_demand"] = np.nan
+        elif self.result == "raise":
+            raise RuntimeError("model exploded")
+        return plan
+
+
+@pytest.fixture()
+def now() -> pd.Timestamp:
+    return pd.Timestamp.now(tz="UTC")
+
+
+def build(
+    now: pd.Timestamp, planner: Any = None, **config: Any
+) -> tuple[Refresher, FrameSource, DictRegistry]:
+    frame = history(LEVELS, now, 200)
+    source = FrameSource(frame)
+    registry = DictRegistry("prewarm-test")
+    registry.add(planner or fit_planner(frame, specs(LEVELS)))
+    cfg = refresh_config(LEVELS, **config)
+    store = SnapshotStore(empty_snapshot(cfg))
+    watcher = ModelWatcher(registry, cfg.model_name, poll_interval=0.0)
+    refresher = Refresher(
+        cfg, lambda: source, watcher, store, ServingMetrics(lambda: store.current)
+    )
+    return refresher, source, registry
+
+
+def test_first_tick_reads_the_window_then_only_new_points(now: pd.Timestamp) -> None:
+    refresher, source, _ = build(now)
+    snapshot = refresher.tick(now.to_pydatetime())
+    first = {call[0][0]: call for call in source.calls}
+    assert set(first) == set(LEVELS)
+    span = first["chat"][2] - first["chat"][1]
+    assert span >= pd.Timedelta(seconds=20 * STEP)  # the whole rolling window, once
+    assert snapshot.forecast("chat").desired_replicas >= 1
+
+    source.calls.clear()
+    later = now + pd.Timedelta(seconds=3 * STEP)
+    source.extend(later, LEVELS)
+    refresher.tick(later.to_pydatetime())
+    for names, start, end in source.calls:
+        # Only the three cells after the last one received.
+        assert end - start == pd.Timedelta(seconds=2 * STEP), (names, start, end)
+    assert refresher.window is not None
+    assert refresher.window.last_data("chat") == later.floor(f"{STEP}s")
+
+
+def test_one_batched_plan_per_tick_for_all_workloads(now: pd.Timestamp) -> None:
+    frame = history(LEVELS, now, 200)
+    planner = CountingPlanner(fit_planner(frame, specs(LEVELS)))
+    refresher, _, _ = build(now, planner)
+    refresher.tick(now.to_pydatetime())
+    planner.calls.clear()  # the first tick also validated the model on the data
+    refresher.tick(now.to_pydatetime())
+    assert planner.calls == []  # no new data, same model: nothing to plan
+    later = now + pd.Timedelta(seconds=STEP)
+    refresher.source_factory().extend(later, LEVELS)  # type: ignore[attr-defined]
+    refresher.tick(later.to_pydatetime())
+    assert planner.calls == [("chat", "embed")]
+
+
+def test_source_error_keeps_last_forecast_until_max_staleness(now: pd.Timestamp) -> None:
+    refresher, source, _ = build(now, max_staleness=60.0)
+    good = refresher.tick(now.to_pydatetime()).forecast("chat")
+    source.fail = "connection refused"
+    snapshot = refresher.tick((now + pd.Timedelta(seconds=STEP)).to_pydatetime())
+    assert "connection refused" in (snapshot.states["chat"].problem or "")
+    # Still served while young enough...
+    assert snapshot.forecast("chat", now.to_pydatetime()) == good
+    # ...and refused, with the reason, once the data is older than max_staleness.
+    late = good.origin + timedelta(seconds=61)
+    with pytest.raises(ForecastUnavailableError, match=r"max_staleness 60 s.*connection refused"):
+        snapshot.forecast("chat", late)
+    assert not snapshot.status("chat", late).fresh
+
+
+@pytest.mark.parametrize("result", ["nan", "raise"])
+def test_failed_prediction_never_becomes_a_number(now: pd.Timestamp, result: str) -> None:
+    frame = history(LEVELS, now, 200)
+    planner = CountingPlanner(fit_planner(frame, specs(LEVELS)), result=result)
+    refresher, _, registry = build(now)
+    refresher.tick(now.to_pydatetime())
+    # Swapping in a version that cannot plan is refused at validation...
+    registry.add(planner)
+    refresher.tick(now.to_pydatetime())
+    assert refresher.watcher.current is not None
+    assert refresher.watcher.current.version == "1"
+    assert refresher.watcher.rejected
+    # ...and a model that starts failing later leaves no forecast behind it.
+    fresh_refresher, _, _ = build(now, planner)
+    snapshot = fresh_refresher.tick(now.to_pydatetime())
+    with pytest.raises(ForecastUnavailableError):
+        snapshot.forecast("chat")
+
+
+def test_replicas_never_above_the_served_max(now: pd.Timestamp) -> None:
+    frame = history(LEVELS, now, 200)
+    planner = fit_planner(frame, specs(LEVELS, max_replicas=500, capacity_per_replica=0.5))
+    refresher, _, _ = build(
+        now, planner, workload_specs=specs(LEVELS, max_replicas=3, capacity_per_replica=0.5)
+    )
+    snapshot = refresher.tick(now.to_pydatetime())
+    assert snapshot.forecast("chat").desired_replicas == 3
+    assert snapshot.forecast("chat").forecast_demand > 3 * 0.5
+
+
+def test_corrupt_new_version_keeps_the_old_one_serving(now: pd.Timestamp) -> None:
+    refresher, _, registry = build(now)
+    refresher.tick(now.to_pydatetime())
+    registry.add(ModelLoadFailedError("artifact missing"))
+    snapshot = refresher.tick(now.to_pydatetime())
+    assert snapshot.model_version == "1"
+    assert snapshot.forecast("chat").model_version == "1"
+    assert "version 2 rejected" in (refresher.watcher.last_error or "")
+    loads = registry.loads
+    refresher.tick(now.to_pydatetime())
+    assert registry.loads == loads  # a rejected version is not reloaded every tick
+
+
+def test_good_new_version_is_swapped_in(now: pd.Timestamp) -> None:
+    refresher, _, registry = build(now)
+    refresher.tick(now.to_pydatetime())
+    frame = history(LEVELS, now, 200)
+    registry.add(fit_planner(frame, specs(LEVELS)))
+    snapshot = refresher.tick(now.to_pydatetime())
+    assert snapshot.model_version == "2"
+    assert snapshot.forecast("embed").model_version == "2"
+
+
+def test_unknown_workload_and_waiting_state(now: pd.Timestamp) -> None:
+    refresher, _, _ = build(now)
+    snapshot = refresher.store.current
+    with pytest.raises(ForecastUnavailableError, match="waiting for the first refresh"):
+        snapshot.forecast("chat")
+    with pytest.raises(UnknownWorkloadError, match="unknown workload 'nope'"):
+        snapshot.forecast("nope")
