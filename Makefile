@@ -31,7 +31,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP) prometheus
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --nbmake tests notebooks
 
 # The integration tests run a real Prometheus (Debian package `prometheus`). Install it when
 # it is missing and we may (root, or sudo without a password); otherwise those tests skip,

@@ -28,9 +28,8 @@ def capacity_figure(
     runs: Mapping[str, Trajectory], capacity_per_replica: float, title: str = ""
 ) -> Figure:
     """Demand vs ready capacity per policy over a day around the largest spike."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    # A bare Figure draws without a GUI backend and leaves pyplot's global state alone, so the
+    # same code serves the CLI, tests and notebooks.
     from matplotlib.figure import Figure
 
     names = list(runs)
@@ -56,9 +55,8 @@ def capacity_figure(
 
 def frontier_figure(frontier: Mapping[str, list[PolicyPoint]], slo_unserved: float) -> Figure:
     """Cost vs unserved fraction as each policy's knob is swept, with the SLO line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    # A bare Figure draws without a GUI backend and leaves pyplot's global state alone, so the
+    # same code serves the CLI, tests and notebooks.
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(8, 5), layout="constrained")
