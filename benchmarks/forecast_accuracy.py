@@ -1,0 +1,543 @@
+"""Forecast accuracy on the public traces: prewarm's models beside the peers a user would pick.
+
+Run (needs the ``bench`` extra: ``pip install -e '.[dev,bench]'``)::
+
+    .venv/bin/python benchmarks/forecast_accuracy.py [--data-dir ../shared/data]
+        [--out benchmarks/results] [--models a,b] [--peers a,b] [--quick] [--no-scenarios]
+
+For each of the five demand-like traces of the data directory (see its README) and the two
+synthetic scenarios, every registered prewarm model and every peer (:mod:`benchmarks.peers`)
+goes through :func:`forecaster.evaluation.evaluate` with the settings of ``prewarm evaluate``:
+rolling origin over the last 7 days, every origin scored 10 minutes ahead (2 cells of 5-minute
+data, 1 cell of 30-minute data), refit every day on all data before. Prints one table, writes
+``forecast_accuracy.md`` and ``forecast_accuracy.json`` into ``--out``, and checks issue 2's
+target: the LightGBM model beats seasonal naive, EWMA and every peer in pinball loss at q0.5 and
+q0.9 on at least 4 of the 5 traces, with q0.9 coverage in [0.85, 0.95] on each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+if __name__ == "__main__" and not __package__:
+    # Run as a script: make the repository root importable for `benchmarks.peers`.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.peers import PEERS, make_peer
+from forecaster.evaluation import RollingOrigin, evaluate
+from forecaster.frame import regularize, validate_frame
+from forecaster.models import MODELS, make_model
+from forecaster.scenarios import SCENARIOS
+from prewarm.evaluate import DEFAULT_QUANTILES, horizon_cells, season_cells
+from training.sources.file import load_history
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+DEFAULT_OUT = ROOT / "benchmarks" / "results"
+
+HORIZON_SECONDS = 600
+EVAL_DAYS = 7.0
+REFIT_EVERY_SECONDS = 86400
+QUICK_EVAL_DAYS = 1.0
+QUICK_TRACES = 2
+SCENARIO_DAYS, SCENARIO_STEP, SCENARIO_SEED = 28, 300, 0
+
+TARGET_MODEL = "lightgbm"
+BASELINE_RIVALS = ("seasonal-naive-daily", "seasonal-naive-weekly", "ewma")
+COVERAGE_BAND = (0.85, 0.95)
+TARGET_WINS = 4
+LEVELS = tuple(f"{q:g}" for q in DEFAULT_QUANTILES)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One demand-like file of the data directory."""
+
+    name: str
+    file: str
+    value_col: str | None = None
+
+
+TRACES = (
+    Trace("nyc_taxi_passengers_30min", "nyc_taxi_passengers_30min.csv"),
+    Trace("twitter_volume_amzn_5min", "twitter_volume_amzn_5min.csv"),
+    Trace("asg_cpu_utilization_5min", "asg_cpu_utilization_5min.csv"),
+    Trace("azure_vm_cpu_5min_relative", "azure_vm_cpu_5min_relative.csv", "cpu_usage"),
+    Trace("google_cluster_cpu_5min", "google_cluster_cpu_5min.csv"),
+)
+
+NOTES = (
+    "Same evaluation code as `prewarm evaluate` (`forecaster.evaluation.evaluate`, "
+    "`RollingOrigin`): origins are every grid cell of the last {eval_days:g} day(s); each is "
+    "scored {horizon_min} minutes ahead, which is 2 cells of 5-minute data and 1 cell (so 30 "
+    "minutes) of the 30-minute nyc_taxi trace; every model is refit at the start of each day "
+    "on all data up to that instant and forecasts that day's origins from data up to each "
+    "origin only.",
+    "MASE is scaled by the in-sample one-day seasonal naive error of the data before the "
+    "evaluation window; `rel` columns divide the pinball loss by the mean of the scored values.",
+    "statsforecast AutoETS (season one day = 288 or 48 cells): refit once a day on the last 3 "
+    "days only; the ETS form (the library's ZZZ search over error, trend, season and damping) "
+    "is selected at the first refit of each series and its parameters re-estimated at every "
+    "later one, because the search costs 20-300 s per fit at a 288-cell season and one form a "
+    "few seconds. Between refits the library's `forward` re-runs the fitted model (parameters "
+    "and initial states frozen) over the data up to each origin.",
+    "statsforecast MSTL (daily season, plus weekly where the last 28 days hold two weeks; trend "
+    "by the library's default `AutoETS(model='ZZN')`): the decomposition and the trend model "
+    "are refit once a day on the last 28 days. `MSTL.forward` re-decomposes on every call (tens "
+    "of seconds per origin), so per origin only the trend model moves forward (`forward` on the "
+    "data minus the seasonal components, which repeat their last cycle past the refit, as "
+    "`MSTL.predict` does). STL uses R's default interpolation jumps (window/10) instead of "
+    "statsmodels' exact smoothing, to keep a decomposition near one second.",
+    "mlforecast + LightGBM: features built by `MLForecast.preprocess` (lags h..h+11, one day and "
+    "one week; rolling mean/std of lag h over 12 cells and a rolling mean over one day; hour and "
+    "day of week of the target), models refit daily with `fit_models`. Every lag is at least "
+    "the horizon h, so the model is direct and free of look-ahead. Quantiles come from "
+    "LightGBM's quantile objective (one model per level, LightGBM's default 100 trees), not "
+    "from conformal intervals.",
+    "Peers' q0.5 is the mean forecast (statsforecast) or the q0.5 model (mlforecast); "
+    "statsforecast's q0.9 is the upper bound of its 80% interval. Every forecast, prewarm's "
+    "and the peers', is clipped at zero and sorted across quantiles. Gaps are forward-filled "
+    "before the peer libraries see the data (none accepts NaN); cells with no observed value "
+    "are never scored.",
+    "The LightGBM row is prewarm's default model as registered, with its conformal "
+    "calibration on the last 3 days of each refit's training data; nothing is tuned per trace.",
+    "fit/predict seconds are wall-clock totals over all refits on a shared 2-core machine, "
+    "with every OpenMP/BLAS pool limited to one thread (scikit-learn's HistGradientBoosting "
+    "fitted 5x slower with two threads competing for a busy machine).",
+)
+
+ATTRIBUTION = (
+    "Traces: Numenta Anomaly Benchmark (nyc_taxi, twitter AMZN, asg CPU; MIT); Azure VM trace "
+    "V2 and Google cluster trace 2019 via the DataCenter-Traces-Datasets collection "
+    "(Zenodo 10.5281/zenodo.14564847; CC-BY-4.0). Scenarios: `forecaster.scenarios`, "
+    f"{SCENARIO_DAYS} days at {SCENARIO_STEP // 60}-minute steps, seed {SCENARIO_SEED}."
+)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A series on its grid, ready for evaluation."""
+
+    name: str
+    kind: str  # "real" or "synthetic"
+    frame: pd.DataFrame
+    step: int
+    source: str
+
+
+Factory = Callable[..., Any]
+Progress = Callable[[str, int, int], None]
+
+
+def load_datasets(data_dir: Path, *, quick: bool, scenarios: bool) -> list[Dataset]:
+    """The real traces of ``data_dir`` and the synthetic scenarios.
+
+    The full run needs all five traces; ``quick`` takes the first two that are present.
+    """
+    present = [t for t in TRACES if (data_dir / t.file).is_file()]
+    missing = [t.file for t in TRACES if t not in present]
+    if quick:
+        present = present[:QUICK_TRACES]
+    elif missing:
+        raise SystemExit(f"missing traces in {data_dir}: {', '.join(missing)}")
+    if not present and not scenarios:
+        raise SystemExit(f"no trace of {[t.file for t in TRACES]} found in {data_dir}")
+    datasets = []
+    for trace in present:
+        history = load_history(data_dir / trace.file, value_col=trace.value_col)
+        source = trace.file + (f" (column {trace.value_col})" if trace.value_col else "")
+        datasets.append(Dataset(trace.name, "real", history.frame, history.step, source))
+    if scenarios:
+        for name, make in SCENARIOS.items():
+            raw = make(SCENARIO_DAYS, SCENARIO_STEP, SCENARIO_SEED)
+            frame = regularize(validate_frame(raw), SCENARIO_STEP)
+            source = f"forecaster.scenarios.{name.replace('-', '_')}"
+            datasets.append(Dataset(name, "synthetic", frame, SCENARIO_STEP, source))
+    return datasets
+
+
+def splitter_for(dataset: Dataset, eval_days: float) -> RollingOrigin:
+    """The folds ``prewarm evaluate`` would use on this dataset."""
+    return RollingOrigin(
+        horizon=horizon_cells(HORIZON_SECONDS, dataset.step),
+        eval_cells=round(eval_days * 86400 / dataset.step),
+        refit_every=max(1, round(REFIT_EVERY_SECONDS / dataset.step)),
+    )
+
+
+def evaluate_dataset(
+    dataset: Dataset,
+    contenders: dict[str, tuple[str, Factory]],
+    eval_days: float,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Score every contender on ``dataset``; a contender that fails is reported, not fatal."""
+    splitter = splitter_for(dataset, eval_days)
+    cells = splitter.horizon
+    report: dict[str, Any] = {
+        "kind": dataset.kind,
+        "source": dataset.source,
+        "step_seconds": dataset.step,
+        "horizon_cells": cells,
+        "horizon_seconds": cells * dataset.step,
+        "models": {},
+    }
+    for name, (kind, factory) in contenders.items():
+        model = factory(name, horizons=(cells,), quantiles=DEFAULT_QUANTILES)
+        try:
+            result = evaluate(
+                dataset.frame,
+                {name: model},
+                splitter,
+                step=dataset.step,
+                season=season_cells(dataset.step),
+                quantiles=DEFAULT_QUANTILES,
+                progress=progress,
+            )
+        # A peer library failing on one trace must not lose an hour of results: record it.
+        except Exception as exc:
+            report["models"][name] = {"kind": kind, "error": f"{type(exc).__name__}: {exc}"}
+            continue
+        report["evaluation"] = {
+            "start": result.start.isoformat(),
+            "end": result.end.isoformat(),
+            "origins": result.origins,
+            "refit_every_seconds": splitter.refit_every * dataset.step,
+        }
+        report["mean_actual"] = float(result.forecasts["actual"].mean())
+        scores = result.scores.loc[name]
+        assert isinstance(scores, pd.Series)  # one row per model name
+        report["models"][name] = _entry(kind, scores, len(result.forecasts))
+    return report
+
+
+def _entry(kind: str, row: pd.Series, scored: int) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "mae": float(row["mae"]),
+        "rmse": float(row["rmse"]),
+        "mase": float(row["mase"]),
+        "pinball": {q: float(row[f"pinball_{q}"]) for q in LEVELS},
+        "relative_pinball": {q: float(row[f"relative_pinball_{q}"]) for q in LEVELS},
+        "coverage": {q: float(row[f"coverage_{q}"]) for q in LEVELS},
+        "fit_seconds": float(row["fit_seconds"]),
+        "predict_seconds": float(row["predict_seconds"]),
+        "seconds": float(row["fit_seconds"] + row["predict_seconds"]),
+        "scored": scored,
+    }
+
+
+def _ok(entry: dict[str, Any]) -> bool:
+    return "error" not in entry
+
+
+def check_target(datasets: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Issue 2's target on the real traces: where LightGBM beats every rival, and its coverage."""
+    real = {name: d for name, d in datasets.items() if d["kind"] == "real"}
+    rows, problems = {}, []
+    for name, data in real.items():
+        models = data["models"]
+        target = models.get(TARGET_MODEL)
+        rivals = {
+            m: e
+            for m, e in models.items()
+            if _ok(e) and (m in BASELINE_RIVALS or e["kind"] == "peer")
+        }
+        if target is None or not _ok(target):
+            problems.append(f"{name}: {TARGET_MODEL} was not evaluated")
+            continue
+        row: dict[str, Any] = {}
+        for q in LEVELS:
+            losses = {m: float(e["pinball"][q]) for m, e in rivals.items()}
+            best = min(losses, key=losses.__getitem__) if losses else None
+            row[q] = {
+                "lightgbm": target["pinball"][q],
+                "best_rival": best,
+                "best_rival_pinball": losses[best] if best else None,
+                "beats": best is None or target["pinball"][q] < losses[best],
+            }
+        cov = target["coverage"]["0.9"]
+        row["beats_all"] = all(row[q]["beats"] for q in LEVELS)
+        row["coverage_0.9"] = cov
+        row["coverage_ok"] = COVERAGE_BAND[0] <= cov <= COVERAGE_BAND[1]
+        rows[name] = row
+    expected = {*BASELINE_RIVALS, *(m for m in PEERS)}
+    for name, data in real.items():
+        absent = sorted(m for m in expected if not _ok(data["models"].get(m, {"error": ""})))
+        if absent:
+            problems.append(f"{name}: rivals not evaluated: {', '.join(absent)}")
+    if len(real) < len(TRACES):
+        problems.append(f"only {len(real)} of the {len(TRACES)} real traces were evaluated")
+    wins = sum(r["beats_all"] for r in rows.values())
+    covered = sum(r["coverage_ok"] for r in rows.values())
+    met = not problems and wins >= TARGET_WINS and covered == len(TRACES)
+    if problems:
+        text = "Target not checkable on this run: " + "; ".join(problems) + "."
+    elif met:
+        text = (
+            f"Target met: LightGBM beats seasonal naive, EWMA and every peer at q0.5 and q0.9 on "
+            f"{wins} of {len(TRACES)} real traces, and its q0.9 coverage lies in "
+            f"[{COVERAGE_BAND[0]}, {COVERAGE_BAND[1]}] on all of them."
+        )
+    else:
+        text = (
+            f"Target NOT met: LightGBM beats seasonal naive, EWMA and every peer at both q0.5 and "
+            f"q0.9 on {wins} of {len(TRACES)} real traces (needs {TARGET_WINS}), and its q0.9 "
+            f"coverage lies in [{COVERAGE_BAND[0]}, {COVERAGE_BAND[1]}] on {covered} of "
+            f"{len(TRACES)} (needs all)."
+        )
+    return {"met": met, "wins": wins, "coverage_ok": covered, "traces": rows, "text": text}
+
+
+# -- rendering -----------------------------------------------------------------------------------
+HEADERS = (
+    "trace", "step", "horizon", "model", "MASE", "pinball q0.5", "pinball q0.9",
+    "rel q0.5", "rel q0.9", "cov q0.9", "fit s", "predict s",
+)  # fmt: skip
+
+
+def table_rows(datasets: dict[str, dict[str, Any]]) -> list[tuple[list[str], set[int]]]:
+    """Cells of the combined table, and which cells hold the trace's best pinball loss."""
+    out: list[tuple[list[str], set[int]]] = []
+    for name, data in datasets.items():
+        ok = {m: e for m, e in data["models"].items() if _ok(e)}
+        best = {q: min((e["pinball"][q] for e in ok.values()), default=None) for q in LEVELS}
+        for model, e in data["models"].items():
+            head = [
+                name,
+                f"{data['step_seconds'] // 60} min",
+                f"{data['horizon_seconds'] // 60} min ({data['horizon_cells']} cell"
+                f"{'s' if data['horizon_cells'] > 1 else ''})",
+                model if e["kind"] == "prewarm" else f"{model} (peer)",
+            ]
+            if not _ok(e):
+                out.append(([*head, "failed: " + e["error"][:60], *[""] * 7], set()))
+                continue
+            marks = {5 + i for i, q in enumerate(LEVELS) if e["pinball"][q] == best[q]}
+            out.append(
+                (
+                    [
+                        *head,
+                        f"{e['mase']:.3f}",
+                        *(f"{e['pinball'][q]:.4g}" for q in LEVELS),
+                        *(f"{e['relative_pinball'][q]:.4f}" for q in LEVELS),
+                        f"{e['coverage']['0.9']:.3f}",
+                        f"{e['fit_seconds']:.1f}",
+                        f"{e['predict_seconds']:.1f}",
+                    ],
+                    marks,
+                )
+            )
+    return out
+
+
+def render_table(datasets: dict[str, dict[str, Any]]) -> Any:
+    """The combined results as one rich table (best pinball per trace in bold green)."""
+    from rich.table import Table
+
+    table = Table(title="Forecast accuracy, walk-forward over the last days of each series")
+    for i, header in enumerate(HEADERS):
+        table.add_column(header, justify="left" if i < 4 else "right")
+    previous = None
+    for cells, marks in table_rows(datasets):
+        if previous is not None and cells[0] != previous:
+            table.add_section()
+        previous = cells[0]
+        table.add_row(*(f"[bold green]{c}[/]" if i in marks else c for i, c in enumerate(cells)))
+    return table
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The whole report as Markdown: table, target check, notes, data attribution."""
+    settings = report["settings"]
+    lines = [
+        "# Forecast accuracy: prewarm's models beside the peers",
+        "",
+        f"Generated by `benchmarks/forecast_accuracy.py` on {report['generated'][:10]}"
+        f"{' (quick run)' if settings['quick'] else ''}, in {report['elapsed_seconds'] / 60:.1f}"
+        f" minutes. Walk-forward over the last {settings['eval_days']:g} day(s) of each series, "
+        f"scored {settings['horizon_seconds'] // 60} minutes ahead (one 30-minute cell for "
+        "30-minute data), refit every day. Best pinball loss per trace in bold; "
+        "`(peer)` marks the libraries a user would pick instead.",
+        "",
+        "| " + " | ".join(HEADERS) + " |",
+        "|" + "|".join("---" if i < 4 else "---:" for i in range(len(HEADERS))) + "|",
+    ]
+    for cells, marks in table_rows(report["datasets"]):
+        shown = [f"**{c}**" if i in marks else c for i, c in enumerate(cells)]
+        lines.append("| " + " | ".join(shown) + " |")
+    verdict = report["target"]
+    lines += [
+        "",
+        "## Issue 2's target on the real traces",
+        "",
+        "LightGBM must have lower pinball loss at q0.5 and q0.9 than seasonal naive (daily and "
+        f"weekly), EWMA and every peer on at least {TARGET_WINS} of the {len(TRACES)} real "
+        f"traces, and q0.9 coverage within [{COVERAGE_BAND[0]}, {COVERAGE_BAND[1]}] on each.",
+        "",
+        "| trace | LightGBM q0.5 | best rival q0.5 | LightGBM q0.9 | best rival q0.9 | "
+        "beats all | cov q0.9 | in band |",
+        "|---|---:|---|---:|---|---|---:|---|",
+    ]
+    for name, row in verdict["traces"].items():
+        rivals = [
+            f"{row[q]['best_rival']} {row[q]['best_rival_pinball']:.4g}"
+            if row[q]["best_rival"]
+            else "none"
+            for q in LEVELS
+        ]
+        lines.append(
+            f"| {name} | {row['0.5']['lightgbm']:.4g} | {rivals[0]} | "
+            f"{row['0.9']['lightgbm']:.4g} | {rivals[1]} | "
+            f"{'yes' if row['beats_all'] else 'no'} | {row['coverage_0.9']:.3f} | "
+            f"{'yes' if row['coverage_ok'] else 'no'} |"
+        )
+    lines += ["", f"**{verdict['text']}**", "", "## Notes", ""]
+    lines += [f"- {note}" for note in report["notes"]]
+    lines += [
+        "- Versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()) + ".",
+        "",
+        "## Data",
+        "",
+        ATTRIBUTION,
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _versions() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for package in ("prewarm", "lightgbm", "scikit-learn", "statsforecast", "mlforecast"):
+        try:
+            out[package] = version(package)
+        except PackageNotFoundError:
+            out[package] = "not installed"
+    return out
+
+
+def _names(value: str | None, registry: Sequence[str], what: str) -> list[str]:
+    if value is None:
+        return list(registry)
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        raise SystemExit(f"unknown {what} {unknown}; registered: {', '.join(registry)}")
+    return names
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA, help="traces directory")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where results go")
+    parser.add_argument("--models", help=f"prewarm models (default all: {','.join(MODELS)})")
+    parser.add_argument(
+        "--peers", help=f"peers (default all: {','.join(PEERS)}; empty string for none)"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke run: {QUICK_EVAL_DAYS:g} day of origins, first {QUICK_TRACES} traces",
+    )
+    parser.add_argument(
+        "--scenarios",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also evaluate the synthetic scenarios",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; return 0 (the verdict is reported, never an exit status)."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from threadpoolctl import threadpool_limits
+
+    args = parse_args(argv)
+    contenders: dict[str, tuple[str, Factory]] = {
+        **{n: ("prewarm", make_model) for n in _names(args.models, list(MODELS), "models")},
+        **{n: ("peer", make_peer) for n in _names(args.peers, list(PEERS), "peers")},
+    }
+    eval_days = QUICK_EVAL_DAYS if args.quick else EVAL_DAYS
+    started = time.perf_counter()
+    datasets = load_datasets(args.data_dir, quick=args.quick, scenarios=args.scenarios)
+    console = Console()
+    if not console.is_terminal:  # a log file: do not squeeze the table into 80 columns
+        console = Console(width=200)
+    results: dict[str, dict[str, Any]] = {}
+    with (
+        threadpool_limits(1),
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+        ) as bar,
+    ):
+        blocks = {
+            d.name: len(splitter_for(d, eval_days).blocks(pd.DatetimeIndex(d.frame["timestamp"])))
+            for d in datasets
+        }
+        overall = bar.add_task("refits", total=sum(blocks.values()) * len(contenders))
+        for dataset in datasets:
+            reported: dict[str, int] = {}
+
+            def advance(
+                model: str, done: int, total: int, name: str = dataset.name, seen: Any = reported
+            ) -> None:
+                seen[model] = done
+                bar.update(overall, advance=1, description=f"{name}: {model} block {done}/{total}")
+
+            results[dataset.name] = evaluate_dataset(dataset, contenders, eval_days, advance)
+            for model, entry in results[dataset.name]["models"].items():
+                if not _ok(entry):
+                    console.print(f"[red]{dataset.name}: {model} failed: {entry['error']}[/]")
+                    # Keep the bar honest: count the refits a failed model will never do.
+                    bar.update(overall, advance=blocks[dataset.name] - reported.get(model, 0))
+    report: dict[str, Any] = {
+        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+        "elapsed_seconds": time.perf_counter() - started,
+        "settings": {
+            "horizon_seconds": HORIZON_SECONDS,
+            "eval_days": eval_days,
+            "refit_every_seconds": REFIT_EVERY_SECONDS,
+            "quantiles": list(DEFAULT_QUANTILES),
+            "quick": args.quick,
+        },
+        "versions": _versions(),
+        "notes": [
+            note.format(eval_days=eval_days, horizon_min=HORIZON_SECONDS // 60) for note in NOTES
+        ],
+        "datasets": results,
+    }
+    report["target"] = check_target(results)
+    console.print(render_table(results))
+    style = "bold green" if report["target"]["met"] else "bold red"
+    console.print(f"[{style}]{report['target']['text']}[/]")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "forecast_accuracy.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / "forecast_accuracy.md").write_text(render_markdown(report))
+    console.print(f"wrote {args.out / 'forecast_accuracy.md'} and forecast_accuracy.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

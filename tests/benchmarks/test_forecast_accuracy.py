@@ -1,0 +1,94 @@
+"""The forecast accuracy benchmark: its verdict logic and a quick end-to-end run."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.forecast_accuracy import BASELINE_RIVALS, TRACES, check_target, main
+from benchmarks.peers import PEERS
+from forecaster.models import MODELS
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+def _entry(kind: str, p50: float, p90: float, cov: float = 0.9) -> dict[str, Any]:
+    return {"kind": kind, "pinball": {"0.5": p50, "0.9": p90}, "coverage": {"0.9": cov}}
+
+
+def _dataset(lgbm: tuple[float, float, float], rival: tuple[float, float]) -> dict[str, Any]:
+    models = {"lightgbm": _entry("prewarm", *lgbm)}
+    models |= {name: _entry("prewarm", *rival) for name in BASELINE_RIVALS}
+    models |= {name: _entry("peer", *rival) for name in PEERS}
+    models["hist-gbm"] = _entry("prewarm", 0.1, 0.1)  # not a rival the target names
+    return {"kind": "real", "models": models}
+
+
+def test_target_met_with_four_wins_and_coverage_in_band_everywhere() -> None:
+    datasets = {t.name: _dataset((1.0, 1.0, 0.9), (2.0, 2.0)) for t in TRACES}
+    datasets[TRACES[0].name] = _dataset((3.0, 1.0, 0.86), (2.0, 2.0))  # loses at q0.5 once
+    verdict = check_target(datasets)
+    assert verdict["met"] and verdict["wins"] == 4 and verdict["coverage_ok"] == 5
+    assert not verdict["traces"][TRACES[0].name]["beats_all"]
+    assert verdict["traces"][TRACES[0].name]["0.5"]["best_rival_pinball"] == 2.0
+
+
+@pytest.mark.parametrize(
+    ("lost", "coverage", "wins", "covered"),
+    [(2, 0.9, 3, 5), (0, 0.96, 5, 4), (0, 0.84, 5, 4)],
+    ids=["three-wins", "over-covers", "under-covers"],
+)
+def test_target_not_met(lost: int, coverage: float, wins: int, covered: int) -> None:
+    datasets = {t.name: _dataset((1.0, 1.0, 0.9), (2.0, 2.0)) for t in TRACES}
+    for trace in TRACES[:lost]:
+        datasets[trace.name] = _dataset((1.0, 2.5, 0.9), (2.0, 2.0))  # loses at q0.9
+    datasets[TRACES[-1].name]["models"]["lightgbm"]["coverage"]["0.9"] = coverage
+    verdict = check_target(datasets)
+    assert not verdict["met"]
+    assert (verdict["wins"], verdict["coverage_ok"]) == (wins, covered)
+    assert verdict["text"].startswith("Target NOT met")
+
+
+def test_target_is_not_claimed_when_a_rival_or_a_trace_is_missing() -> None:
+    datasets = {t.name: _dataset((1.0, 1.0, 0.9), (2.0, 2.0)) for t in TRACES}
+    del datasets[TRACES[1].name]["models"]["statsforecast-mstl"]
+    verdict = check_target(datasets)
+    assert not verdict["met"] and "statsforecast-mstl" in verdict["text"]
+    del datasets[TRACES[2].name]
+    assert "only 4 of the 5 real traces" in check_target(datasets)["text"]
+
+
+@pytest.mark.slow
+def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> None:
+    pytest.importorskip("statsforecast", reason="optional extra: pip install -e '.[bench]'")
+    pytest.importorskip("mlforecast", reason="optional extra: pip install -e '.[bench]'")
+    # The last five weeks of the 30-minute trace: enough for weekly seasons, fast to fit.
+    source = DATA / "nyc_taxi_passengers_30min.csv"
+    lines = source.read_text().splitlines()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / source.name).write_text("\n".join([lines[0], *lines[-35 * 48 :]]) + "\n")
+    out = tmp_path / "results"
+
+    assert main(["--quick", "--no-scenarios", "--data-dir", str(data), "--out", str(out)]) == 0
+
+    report = json.loads((out / "forecast_accuracy.json").read_text())
+    dataset = report["datasets"]["nyc_taxi_passengers_30min"]
+    assert (dataset["horizon_cells"], dataset["horizon_seconds"]) == (1, 1800)
+    assert dataset["evaluation"]["origins"] == 48
+    assert set(dataset["models"]) == set(MODELS) | set(PEERS)
+    for name, entry in dataset["models"].items():
+        assert "error" not in entry, f"{name}: {entry.get('error')}"
+        assert entry["scored"] == 48, name
+        assert entry["kind"] == ("peer" if name in PEERS else "prewarm")
+        for value in (entry["mase"], *entry["pinball"].values(), entry["coverage"]["0.9"]):
+            assert math.isfinite(value), name
+    assert report["target"]["met"] is False  # one trace cannot meet a five-trace target
+    markdown = (out / "forecast_accuracy.md").read_text()
+    for name in dataset["models"]:
+        assert f"| {name}" in markdown
+    assert report["target"]["text"] in markdown
