@@ -13,16 +13,15 @@ from typing import Any
 from forecaster.exceptions import UnknownNameError
 from forecaster.models.base import BaseForecaster, quantile_column
 from forecaster.models.baseline import EWMA, LastValue, SeasonalNaive
-from forecaster.models.quantile_hgb import HistGradientBoostingQuantile
-from forecaster.models.quantile_lgbm import LightGBMQuantile
+from forecaster.models.quantile_gbm import QuantileGradientBoosting
 
 MODELS: dict[str, Callable[..., BaseForecaster]] = {
     "last-value": LastValue,
     "ewma": EWMA,
     "seasonal-naive-daily": partial(SeasonalNaive, season="1d"),
     "seasonal-naive-weekly": partial(SeasonalNaive, season="7d"),
-    "lightgbm": LightGBMQuantile,
-    "hist-gbm": HistGradientBoostingQuantile,
+    "lightgbm": partial(QuantileGradientBoosting, engine="lightgbm"),
+    "hist-gbm": partial(QuantileGradientBoosting, engine="hist-gbm"),
 }
 
 

@@ -13,7 +13,7 @@ from forecaster.frame import regularize, validate_frame
 from forecaster.models import MODELS, make_model
 from forecaster.scenarios import gpu_inference_demand
 
-FAST = {"lightgbm": {"n_estimators": 25}, "hist-gbm": {"max_iter": 25}}
+FAST = {"lightgbm": {"n_estimators": 25}, "hist-gbm": {"n_estimators": 25}}
 QUANTILES = (0.1, 0.5, 0.9)
 HORIZONS = (1, 3)
 
@@ -148,3 +148,5 @@ def test_gbm_multi_horizon_strategies_and_calibration_report(frame):
     assert report["coverage_before"].between(0, 1).all()
     with pytest.raises(ConfigError, match="`multi_horizon` must be one of"):
         model("lightgbm", multi_horizon="recursive").fit(frame)
+    with pytest.raises(ConfigError, match="`engine` must be one of"):
+        model("lightgbm", engine="xgboost").fit(frame)
