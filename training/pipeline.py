@@ -85,6 +85,8 @@ class TrainResult:
     decision: GateDecision | None
     data_fingerprint: str
     message: str
+    model: PrewarmModel | None = None
+    """The candidate as registered (``None`` when nothing was trained)."""
 
 
 def run_training(
@@ -164,6 +166,9 @@ def run_training(
     )
     data_fp = data_fingerprint(frame)
     config_fp = config.fingerprint()
+    if fit_transform is not None:  # a transformed training set is another model
+        label = f"{fit_transform.__module__}.{getattr(fit_transform, '__qualname__', '?')}"
+        config_fp = hashlib.sha256(f"{config_fp}+{label}".encode()).hexdigest()[:16]
     client, experiment_id = open_store(
         uri, config.mlflow.experiment, config.mlflow.artifact_location
     )
@@ -255,7 +260,7 @@ def run_training(
         progress("done", stages, stages)
     return TrainResult(
         outcome, name, version, run_id, champion_before, champion_after, decision, data_fp,
-        message,
+        message, planner,
     )  # fmt: skip
 
 
