@@ -3,7 +3,7 @@
 One store for the module (its first write runs the schema migrations, ~7 s). The runs are
 ordered and each test relies on the previous ones, as the nightly job does:
 
-1. a LightGBM forecaster with features unsuited to the data becomes ``champion`` (there is none yet);
+1. a LightGBM forecaster with features unsuited to the data becomes ``champion``;
 2. a LightGBM candidate trained on *shuffled* data is registered but not promoted;
 3. a LightGBM candidate with suitable features beats the champion and is promoted;
 4. rerunning 3 on the same data registers nothing and leaves the champion alone;
