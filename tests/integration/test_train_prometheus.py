@@ -91,7 +91,8 @@ def write_config(tmp_path: Path, url: str, **source: Any) -> Path:
         "evaluation": {"window": "12h", "train_window": "2d", "policies": ["predictive"]},
         "validation": {"min_history": "1d"},
         "gate": {"coverage_tolerance": 0.5},
-        "mlflow": {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "registered_model": "prom"},
+        "mlflow": {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+                   "registered_model": "prom"},
     }  # fmt: skip
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(document))
@@ -155,7 +156,7 @@ FAILURES: dict[str, tuple[Behaviour | None, str]] = {
     "http-500": (json_reply(500, '{"status":"error","errorType":"internal","error":"boom"}'),
                  "HTTP 500"),
     "malformed-json": (json_reply(200, '{"status": "success", "data": {"resu'), "JSON"),
-    "no-series": (json_reply(200, '{"status":"success","data":{"resultType":"matrix","result":[]}}'),
+    "no-series": (json_reply(200, '{"status":"success","data":{"result":[]}}'),
                   "returned no series"),
 }  # fmt: skip
 
