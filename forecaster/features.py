@@ -19,6 +19,7 @@ import pandas as pd
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from forecaster.panel import Panel
+from forecaster.windows import WindowStats
 
 CALENDAR = ("minute_of_day", "hour", "day_of_week", "is_weekend")
 WINDOW_STATS = ("mean", "max", "std")
@@ -124,21 +125,35 @@ def _cells(duration: str, step: int, *, minimum: int = 1) -> int:
 MIN_SCALE = 1e-9  # below this a trailing mean is a silent stretch, not a level
 
 
-def trailing_scale(values: np.ndarray, window: int) -> np.ndarray:
-    """Trailing mean over ``window`` cells at every cell; where it is not positive (a silent
-    stretch), the expanding mean; where that is not positive either, 1."""
-    series = pd.Series(values)
-    scale = series.rolling(window, min_periods=1).mean().to_numpy()
-    expanding = series.expanding(min_periods=1).mean().to_numpy()
-    scale = np.where(np.isfinite(scale) & (scale > MIN_SCALE), scale, expanding)
+def trailing_scale(
+    values: np.ndarray | WindowStats,
+    window: int,
+    cells: np.ndarray,
+    lower: np.ndarray | int = 0,
+    upper: np.ndarray | int | None = None,
+) -> np.ndarray:
+    """Trailing mean over ``window`` cells at each of ``cells``; where it is not positive (a
+    silent stretch), the expanding mean; where that is not positive either, 1. ``lower`` and
+    ``upper`` bound each cell's series in a concatenated array."""
+    stats = values if isinstance(values, WindowStats) else WindowStats(values)
+    scale = stats.mean(cells, window, lower, upper)
+    usable = np.isfinite(scale) & (scale > MIN_SCALE)
+    scale = np.where(usable, scale, stats.expanding_mean(cells, lower, upper))
     return np.where(np.isfinite(scale) & (scale > MIN_SCALE), scale, 1.0)
 
 
-def take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
-    """``values[index]`` with NaN where the index falls before the first cell."""
-    out = np.full(index.shape, np.nan)
-    valid = (index >= 0) & (index < len(values))
-    out[valid] = values[index[valid]]
+def take(
+    values: np.ndarray,
+    cells: np.ndarray,
+    lower: np.ndarray | int = 0,
+    upper: np.ndarray | int | None = None,
+) -> np.ndarray:
+    """``values[cells]``, NaN where a cell falls outside ``[lower, upper)`` (its series)."""
+    upper = len(values) if upper is None else upper
+    cells = np.asarray(cells, dtype=np.int64)
+    inside = (cells >= lower) & (cells < upper)
+    out = np.full(cells.shape, np.nan)
+    out[inside] = values[cells[inside]]
     return out
 
 
@@ -184,7 +199,7 @@ def build_features(
     config: FeatureConfig,
     series_codes: Sequence[int] | None = None,
 ) -> FeatureMatrix:
-    """Features for every series, origin and horizon.
+    """Features for every series, origin and horizon, in one vectorized pass over all series.
 
     Parameters
     ----------
@@ -199,66 +214,48 @@ def build_features(
     series_codes
         Integer code of each series for the categorical id feature (default: its position).
     """
-    covariates = list(panel.covariates)
-    names = feature_names(config, panel.step, covariates)
-    horizon_arr = np.asarray(horizons, dtype=np.int64)
-    blocks, series_rows, origin_rows, horizon_rows, scales = [], [], [], [], []
-    for s in range(len(panel.names)):
-        o = np.repeat(np.asarray(origins[s], dtype=np.int64), len(horizon_arr))
-        h = np.tile(horizon_arr, len(origins[s]))
-        code = s if series_codes is None else series_codes[s]
-        block, scale = _series_block(panel, s, o, h, config, code)
-        blocks.append(block)
-        series_rows.append(np.full(len(o), s, dtype=np.int64))
-        origin_rows.append(o)
-        horizon_rows.append(h)
-        scales.append(scale)
-    X = np.vstack(blocks) if blocks else np.empty((0, len(names)))
-    return FeatureMatrix(
-        X=X.astype(np.float32),
-        names=tuple(names),
-        series=np.concatenate(series_rows),
-        origin=np.concatenate(origin_rows),
-        horizon=np.concatenate(horizon_rows),
-        scale=np.concatenate(scales),
-    )
-
-
-def _series_block(
-    panel: Panel, s: int, o: np.ndarray, h: np.ndarray, config: FeatureConfig, code: int
-) -> tuple[np.ndarray, np.ndarray]:
     step = panel.step
-    y = panel.values[s]
-    series = pd.Series(y)
-    scale = trailing_scale(y, _cells(config.scale_window, step))[o]
-    target = o + h
-    columns: list[np.ndarray] = [
-        np.full(len(o), code, dtype=float),
-        h.astype(float),
-        np.log1p(scale),
-    ]
-    columns += [take(y, o - lag) / scale for lag in config.lags]
+    horizon_arr = np.asarray(horizons, dtype=np.int64)
+    counts = np.array([len(cells) * len(horizon_arr) for cells in origins], dtype=np.int64)
+    series = np.repeat(np.arange(len(panel.names)), counts)
+    o = np.concatenate(
+        [np.repeat(np.asarray(c, dtype=np.int64), len(horizon_arr)) for c in origins]
+    )
+    h = np.tile(horizon_arr, int(counts.sum() // max(len(horizon_arr), 1)))
+    # All series side by side in one array: row r reads cells [lower[r], upper[r]) only.
+    lengths = np.array([len(v) for v in panel.values], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    lower, upper = offsets[series], offsets[series] + lengths[series]
+    stats = WindowStats(np.concatenate(panel.values) if panel.values else np.empty(0))
+    origin, target = lower + o, lower + o + h
+
+    scale = trailing_scale(stats, _cells(config.scale_window, step), origin, lower, upper)
+    codes = np.arange(len(panel.names)) if series_codes is None else np.asarray(series_codes)
+    columns: list[np.ndarray] = [codes[series].astype(float), h.astype(float), np.log1p(scale)]
+    columns += [take(stats.values, origin - lag, lower, upper) / scale for lag in config.lags]
     windows = _windows(config, step)
-    level_cells = _cells(windows[0], step, minimum=2) if windows else 2
-    level = series.rolling(level_cells, min_periods=1).mean().to_numpy()
     for window in windows:
-        rolling = series.rolling(_cells(window, step, minimum=2), min_periods=1)
-        for stat in config.window_stats:
-            columns.append(getattr(rolling, stat)().to_numpy()[o] / scale)
+        width = _cells(window, step, minimum=2)
+        columns += [
+            getattr(stats, stat)(origin, width, lower, upper) / scale
+            for stat in config.window_stats
+        ]
+    level_cells = _cells(windows[0], step, minimum=2) if windows else 2
+    level = stats.mean(origin, level_cells, lower, upper)
     k = config.seasonal_smoothing
-    smoothed = series.rolling(2 * k + 1, center=True, min_periods=1).mean().to_numpy()
     for season in config.seasonal_lags:
         cells = _cells(season, step)
-        past = take(smoothed, target - cells)
+        past = stats.centered_mean(target - cells, k, lower, upper)
         # The smoothed cell reads k cells past its centre; beyond the origin that is the future.
-        past[target - cells + k > o] = np.nan
-        then = take(level, o - cells)
-        ratio = np.where(then > 0, level[o] / np.where(then > 0, then, 1.0), np.nan)
+        past[target - cells + k > origin] = np.nan
+        then = stats.mean(origin - cells, level_cells, lower, upper)
+        ratio = np.where(then > 0, level / np.where(then > 0, then, 1.0), np.nan)
         columns += [past / scale, past * ratio / scale]
-    seconds = panel.times(s, target)
+    seconds = panel.starts[series] + (o + h) * step
     columns += _calendar(seconds, config.calendar)
     for cov in panel.covariates.values():
-        columns += [take(cov[s], o - lag) for lag in config.covariate_lags]
+        flat = np.concatenate(cov)
+        columns += [take(flat, origin - lag, lower, upper) for lag in config.covariate_lags]
     for name in _event_names(config):
         flag = np.zeros(len(o))
         for event in config.events:
@@ -266,7 +263,16 @@ def _series_block(
                 start, end = event.bounds()
                 flag[(seconds >= start) & (seconds < end)] = 1.0
         columns.append(flag)
-    return np.column_stack(columns), scale
+    names = feature_names(config, step, list(panel.covariates))
+    X = np.column_stack(columns) if len(o) else np.empty((0, len(names)))
+    return FeatureMatrix(
+        X=X.astype(np.float32),
+        names=tuple(names),
+        series=series,
+        origin=o,
+        horizon=h,
+        scale=scale,
+    )
 
 
 def _calendar(seconds: np.ndarray, names: Sequence[str]) -> list[np.ndarray]:

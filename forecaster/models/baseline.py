@@ -42,7 +42,7 @@ class PointBaseline(BaseForecaster):
         for s, cells in enumerate(origins):
             o = np.repeat(np.asarray(cells, dtype=np.int64), len(horizons))
             h = np.tile(horizons, len(cells))
-            scale = trailing_scale(panel.values[s], window)[o]
+            scale = trailing_scale(panel.values[s], window, o)
             parts.append((self.point(panel, s, o, h), scale, h, take(panel.values[s], o + h)))
         point, scale, horizon, actual = (
             np.concatenate(column) for column in zip(*parts, strict=True)
