@@ -120,6 +120,7 @@ def backtest(
         document = backtest_report.to_json(result, info)
         backtest_report.print_table(document)
         if json_path is not None:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
             json_path.write_text(json.dumps(document, indent=2))
         if report_dir is not None:
             backtest_report.write_report(result, document, report_dir, seed)
