@@ -171,10 +171,23 @@ class Observation:
         return rate
 
     def replicas_for(self, rate: np.ndarray, utilization: float) -> np.ndarray:
-        """``clamp(ceil(rate / (c * u)), min, max)`` as integers."""
+        """``clamp(ceil(rate / (c * u)), min, max)`` with this workload's ``c``, min and max.
+
+        The arithmetic is :func:`forecaster.capacity.desired_replicas`, the one the live
+        planner uses, so a simulated plan and a served one round the same way.
+        """
+        # Imported on use: forecaster.capacity imports this module (for horizon_range).
+        from forecaster.capacity import desired_replicas
+
         spec = self.spec
-        needed = np.ceil(rate / (spec.capacity_per_replica * utilization) - 1e-9)
-        return np.clip(needed, spec.min_replicas, spec.max_replicas).astype(int)
+        replicas: np.ndarray = desired_replicas(
+            rate,
+            capacity_per_replica=spec.capacity_per_replica,
+            target_utilization=utilization,
+            min_replicas=spec.min_replicas,
+            max_replicas=spec.max_replicas,
+        )
+        return replicas
 
     def require_history(self, steps: int, what: str) -> None:
         """Raise :class:`NotEnoughHistoryError` unless ``steps`` precede ``start``."""
