@@ -48,7 +48,7 @@ FILES = sorted(PACKAGE.rglob("*.py"))
 
 def imported_modules(tree: ast.AST) -> list[str]:
     """Absolute names of every module imported anywhere in ``tree``."""
-    names = []
+    names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
