@@ -211,9 +211,14 @@ class RollingWindow:
         return FetchOutcome(errors=errors, new_points=new_points, seconds=seconds)
 
     def _append(self, name: str, frame: pd.DataFrame, end: int) -> int:
-        frame = frame[frame["series"] == name]
+        # One workload per fetch, so every row is this workload's; plain numpy from here on
+        # (this runs once per workload per tick).
         times = frame["timestamp"].to_numpy(dtype="datetime64[s]").astype(np.int64)
-        values = frame.reindex(columns=self._columns[2:]).to_numpy(dtype=float)
+        columns = [
+            frame[c].to_numpy(dtype=float) if c in frame.columns else np.full(len(times), np.nan)
+            for c in self._columns[2:]
+        ]
+        values = np.column_stack(columns) if len(columns) > 1 else columns[0][:, None]
         last = self._last_fetched.get(name)
         old = self._parts.get(name)
         if old is not None and last is not None:
