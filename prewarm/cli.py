@@ -13,6 +13,7 @@ from prewarm import __version__
 # name -> "module:attribute" of a click command; one line per subcommand.
 COMMANDS: dict[str, str] = {
     "backtest": "prewarm.backtest:backtest",
+    "demo": "prewarm.demo:demo",
     "evaluate": "prewarm.evaluate:evaluate",
     "serve": "prewarm.serve:serve",
     "train": "prewarm.train:train",

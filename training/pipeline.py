@@ -142,7 +142,7 @@ def run_training(
     source = source or make_source(config.source.type, config.source)
     try:
         tick("pull history")
-        history = _pull(config, source)
+        history = pull_history(config, source)
     finally:
         if own_source:
             source.close()
@@ -267,7 +267,8 @@ def run_training(
 # -- steps ---------------------------------------------------------------------------------
 
 
-def _pull(config: TrainConfig, source: HistorySource) -> FetchedHistory:
+def pull_history(config: TrainConfig, source: HistorySource) -> FetchedHistory:
+    """Every workload's history over the configured window, as the job pulls it."""
     settings = config.source
     queries = {w.name: w.demand or w.name for w in config.workloads}
     covariates = {w.name: dict(w.covariates) for w in config.workloads if w.covariates}

@@ -176,6 +176,9 @@ class FileSource:
 class ReplaySource(FileSource):
     """A :class:`FileSource` shifted so that its end minus ``holdback`` is now.
 
+    Each series is shifted on its own, by a whole number of steps, so traces recorded in
+    different years all end ``holdback`` after now.
+
     Parameters
     ----------
     holdback
@@ -201,33 +204,34 @@ class ReplaySource(FileSource):
             raise ConfigError(f"`holdback` must be >= 0 seconds, got {holdback!r}")
         self.holdback = holdback
         self.clock = clock or _now
-        self._shift: pd.Timedelta | None = None
+        self._shifts: dict[str, pd.Timedelta] | None = None
 
     @property
-    def shift(self) -> pd.Timedelta:
-        """Added to every file timestamp; fixed at the first use, a whole number of steps."""
-        if self._shift is None:
+    def shifts(self) -> dict[str, pd.Timedelta]:
+        """Added to each series' timestamps; fixed at the first use, whole numbers of steps."""
+        if self._shifts is None:
             step = self.data_step
-            end = max(s.index[-1] for s in self._raw().values())
             now = utc(self.clock(), "clock()").floor(f"{step}s")
             target = now + pd.Timedelta(seconds=self.holdback)
-            self._shift = pd.Timedelta(seconds=(target - end).total_seconds() // step * step)
+            self._shifts = {
+                workload: pd.Timedelta(
+                    seconds=(target - values.index[-1]).total_seconds() // step * step
+                )
+                for workload, values in self._raw().items()
+            }
             logger.info(
-                "replay shifts the file by %s so that its end is %s",
-                self._shift,
+                "replay shifts each file so that its end is %s",
                 target,
-                extra={"shift_seconds": self._shift.total_seconds()},
+                extra={"shift_seconds": {k: v.total_seconds() for k, v in self._shifts.items()}},
             )
-        return self._shift
+        return self._shifts
 
     def _series(self) -> dict[str, pd.Series]:
-        raw = self._raw()
-        shift = self.shift
         now = utc(self.clock(), "clock()")
         out = {}
-        for workload, values in raw.items():
+        for workload, values in self._raw().items():
             moved = values.copy()
-            moved.index = moved.index + shift
+            moved.index = moved.index + self.shifts[workload]
             out[workload] = moved[moved.index <= now]
         return out
 
