@@ -1,0 +1,76 @@
+"""``prewarm demo`` end to end: training, the local MLflow store, the report and its plots."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from prewarm.cli import cli
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    width, height = struct.unpack(">II", header[16:24])
+    return width, height
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory) -> tuple[Path, str, str]:
+    root = tmp_path_factory.mktemp("demo")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    result = CliRunner().invoke(cli, ["demo", "--out", str(root / "report"), "--tracking-uri", uri])
+    assert result.exit_code == 0, result.output
+    return root / "report", uri, result.output
+
+
+def test_summary_names_savings_and_next_commands(demo_run):
+    _, uri, output = demo_run
+    assert "hybrid at the SLO saves" in output
+    assert f"mlflow ui --backend-store-uri {uri}" in output
+    assert "prewarm serve --config" in output
+    assert "labelSelector=workload%3D" in output
+
+
+def test_local_store_has_one_run_and_a_champion(demo_run):
+    from mlflow import MlflowClient
+
+    _, uri, _ = demo_run
+    client = MlflowClient(tracking_uri=uri)
+    (experiment,) = client.search_experiments()
+    assert len(client.search_runs([experiment.experiment_id])) == 1
+    versions = client.search_model_versions("name='prewarm-demo'")
+    assert [v.version for v in versions] == ["1"]
+    assert client.get_model_version_by_alias("prewarm-demo", "champion").version == "1"
+
+
+def test_report_files_and_consistent_numbers(demo_run):
+    report, _, _ = demo_run
+    summary = json.loads((report / "summary.json").read_text())
+    assert set(summary["workloads"]) == {"google-cluster", "viral-launch"}
+    assert (report / "README.md").read_text().startswith("# prewarm demo")
+    for name in summary["workloads"]:
+        document = json.loads((report / name / "backtest.json").read_text())
+        assert (report / name / "backtest.md").stat().st_size > 0
+        oracle = document["policies"]["oracle"]
+        assert oracle["meets_slo"]
+        for policy, numbers in document["policies"].items():
+            assert numbers["replica_hours"] > 0 and numbers["cost"] > 0, policy
+            if numbers["meets_slo"]:
+                assert oracle["cost"] <= numbers["cost"] + 1e-9, policy
+        assert document["savings_at_slo"] == summary["workloads"][name]["savings_at_slo"]
+
+
+def test_plots_are_images_of_the_expected_size(demo_run):
+    report, _, _ = demo_run
+    for name in ("google-cluster", "viral-launch"):
+        # 11 x (2.2 per policy + 0.6) inches and 8 x 5 inches at 110 dpi.
+        assert png_size(report / name / "capacity.png") == (1210, 1518)
+        assert png_size(report / name / "frontier.png") == (880, 550)
+        assert (report / name / "capacity.png").stat().st_size > 20_000
