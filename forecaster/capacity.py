@@ -9,7 +9,6 @@ plan with :func:`plan_capacity`; the backtester's predictive policies use the sa
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -33,10 +32,10 @@ PLAN_COLUMNS = (
 def desired_replicas(
     rate: np.ndarray | float,
     *,
-    capacity_per_replica: float,
-    target_utilization: float,
-    min_replicas: int,
-    max_replicas: int,
+    capacity_per_replica: np.ndarray | float,
+    target_utilization: np.ndarray | float,
+    min_replicas: np.ndarray | int,
+    max_replicas: np.ndarray | int,
 ) -> np.ndarray:
     """``clamp(ceil(rate / (c * u)), min, max)`` as integers.
 
@@ -99,40 +98,98 @@ def plan_capacity(
     unknown = sorted(set(forecast[id_col]) - set(specs))
     if unknown:
         raise ConfigError(f"no capacity spec for workload(s) {unknown}; known: {sorted(specs)}")
-    rows = []
-    for name, part in forecast.groupby(id_col, sort=True):
-        spec = specs[str(name)]
+    if forecast.empty:
+        return pd.DataFrame([], columns=list(PLAN_COLUMNS))
+    # One pass over every row at once: series codes in sorted-name order (as a sorted groupby
+    # would visit them), then per-series parameters as arrays indexed by code.
+    codes, uniques = pd.factorize(forecast[id_col], sort=True)
+    names = [str(name) for name in uniques]
+    quantile_columns = [quantile_column(q) for q in model.quantiles]
+    present = [c for c in quantile_columns if c in forecast.columns]
+    n = len(names)
+    column_of = np.zeros(n, dtype=np.int64)
+    missing_column = np.zeros(n, dtype=bool)
+    first_h = np.empty(n, dtype=np.int64)
+    last_h = np.empty(n, dtype=np.int64)
+    tau, lead = np.empty(n), np.empty(n)
+    capacity, utilization = np.empty(n), np.empty(n)
+    low, high = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    step = model.step_
+    # Workloads usually share a handful of specs: compute each spec's horizons once.
+    horizons_of: dict[int, tuple[int, ...]] = {}
+    for i, name in enumerate(names):
+        spec = specs[name]
         column = quantile_column(spec.tau)
-        if column not in part:
+        if column in present:
+            column_of[i] = present.index(column)
+        else:
+            missing_column[i] = True
+        horizons = horizons_of.get(id(spec))
+        if horizons is None:
+            horizons = required_horizons(spec, step, hold_seconds, decision_delay_seconds)
+            horizons_of[id(spec)] = horizons
+        first_h[i], last_h[i] = horizons[0], horizons[-1]
+        tau[i] = spec.tau
+        lead[i] = lead_seconds(spec, decision_delay_seconds)
+        capacity[i] = spec.capacity_per_replica
+        utilization[i] = spec.target_utilization
+        low[i], high[i] = spec.min_replicas, spec.max_replicas
+
+    horizon = forecast["horizon"].to_numpy(dtype=np.int64)
+    inside = (horizon >= first_h[codes]) & (horizon <= last_h[codes])
+    # Distinct horizons of the lead window each series has (duplicates counted once).
+    span = int(last_h.max()) + 1
+    pairs = np.unique(codes[inside].astype(np.int64) * span + horizon[inside])
+    covered = np.bincount(pairs // span, minlength=n)
+    incomplete = covered != (last_h - first_h + 1)
+
+    # The largest forecast of the series' own quantile over its window; NaN cells are skipped
+    # as pandas' max skips them, and an all-NaN window stays NaN (refused below).
+    demand = np.full(n, np.nan)
+    if present:
+        values = forecast[present].to_numpy(dtype=float)
+        rows = np.flatnonzero(inside)
+        picked = values[rows, column_of[codes[rows]]]
+        np.fmax.at(demand, codes[rows], picked)
+    not_finite = ~np.isfinite(demand)
+
+    # Refuse with the message of the first failing workload in name order, checked in the
+    # order a per-workload pass would check them.
+    failing = np.flatnonzero(missing_column | incomplete | not_finite)
+    if len(failing):
+        i = int(failing[0])
+        name = names[i]
+        if missing_column[i]:
             raise ConfigError(
-                f"workload {name!r} plans at quantile {spec.tau:g} but the model forecasts "
-                f"{list(model.quantiles)}"
+                f"workload {name!r} plans at quantile {specs[name].tau:g} but the model "
+                f"forecasts {list(model.quantiles)}"
             )
-        horizons = required_horizons(spec, model.step_, hold_seconds, decision_delay_seconds)
-        window = part[part["horizon"].isin(horizons)]
-        if set(window["horizon"]) != set(horizons):
+        if incomplete[i]:
+            needed = list(range(int(first_h[i]), int(last_h[i]) + 1))
             raise ConfigError(
-                f"workload {name!r} needs horizons {list(horizons)} (cells of {model.step_}s), "
+                f"workload {name!r} needs horizons {needed} (cells of {model.step_}s), "
                 f"the model forecasts {list(model.horizons)}"
             )
-        demand = float(window[column].max())
-        if not math.isfinite(demand):
-            raise DataValidationError(f"forecast for workload {name!r} is not finite: {demand!r}")
-        replicas = desired_replicas(
-            demand,
-            capacity_per_replica=spec.capacity_per_replica,
-            target_utilization=spec.target_utilization,
-            min_replicas=spec.min_replicas,
-            max_replicas=spec.max_replicas,
+        raise DataValidationError(
+            f"forecast for workload {name!r} is not finite: {float(demand[i])!r}"
         )
-        rows.append(
-            (
-                str(name),
-                part["origin"].iloc[0],
-                demand,
-                int(replicas),
-                spec.tau,
-                lead_seconds(spec, decision_delay_seconds),
-            )
-        )
-    return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
+
+    _, first_row = np.unique(codes, return_index=True)  # the first row of every series
+    replicas = desired_replicas(
+        demand,
+        capacity_per_replica=capacity,
+        target_utilization=utilization,
+        min_replicas=low,
+        max_replicas=high,
+    )
+    return pd.DataFrame(
+        {
+            "series": np.asarray(names, dtype=object),
+            "origin": forecast["origin"].iloc[first_row].reset_index(drop=True),
+            "forecast_demand": demand,
+            "desired_replicas": replicas.astype(np.int64),
+            "quantile": tau,
+            "lead_time_seconds": lead,
+        },
+        columns=list(PLAN_COLUMNS),
+    )
