@@ -182,7 +182,9 @@ class Refresher:
                 if self.metrics is not None:
                     self.metrics.source_errors.labels(name).inc()
             forecasts, plan_problems = self._plan(served, window, previous)
-            problems.update(plan_problems)
+            for name, problem in plan_problems.items():
+                # A source error says more than the "no data" that follows from it.
+                problems.setdefault(name, problem)
             self._score(window)
         states = {}
         for name in self.workloads:

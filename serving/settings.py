@@ -131,7 +131,7 @@ class RefreshConfig:
     model_poll_interval : float, default 60
         Seconds between two look-ups of the registry alias.
     fetch_workers : int, default 8
-        Workloads fetched concurrently.
+        Batches of workloads fetched concurrently (one source call per batch).
     """
 
     workloads: Sequence[WorkloadConfig]

@@ -4,9 +4,14 @@ Each tick asks the source only for the grid points after the last one received f
 workload, appends them and drops what falls out of the window: the whole history is read
 once, at start-up (or when the model's grid step changes), never again.
 
-Workloads are fetched independently, a few at a time, so one broken query or a slow answer
-for one workload does not hold the others back. Each worker thread owns its source
-instance, because the Prometheus source keeps an HTTP session that is not thread-safe.
+Workloads are fetched in batches: one source call per batch of workloads that share the
+same start (every workload, in the steady state), the batches spread over a few worker
+threads. One call per workload would cost more in per-call overhead than the points it
+brings (a tick usually reads one point per workload); a handful of batches keep the sources
+that answer query by query (Prometheus) working in parallel. If a batch fails, its workloads
+are fetched again one by one, so one broken query does not hold the others back. Each worker
+thread owns its source instance, because the Prometheus source keeps an HTTP session that
+is not thread-safe.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -95,7 +100,10 @@ class RollingWindow:
     step : int
         Grid step in seconds (the model's).
     max_workers : int, default 8
-        Workloads fetched concurrently.
+        Batches fetched concurrently.
+    batch_min : int, default 64
+        Fewest workloads worth a batch of their own: fewer than ``2 * batch_min`` workloads
+        are fetched in one call, more are split over at most ``max_workers`` calls.
     """
 
     def __init__(
@@ -106,6 +114,7 @@ class RollingWindow:
         window_seconds: float,
         step: int,
         max_workers: int = 8,
+        batch_min: int = 64,
     ) -> None:
         if step <= 0:
             raise ValueError(f"`step` must be positive seconds, got {step!r}")
@@ -118,6 +127,7 @@ class RollingWindow:
         self.window_seconds = float(window_seconds)
         self.step = int(step)
         self.max_workers = max(1, int(max_workers))
+        self.batch_min = max(1, int(batch_min))
         self._local = threading.local()
         self._pool: ThreadPoolExecutor | None = None
         self._sources: list[HistorySource] = []
@@ -154,18 +164,34 @@ class RollingWindow:
                 close()
 
     # -- fetching --------------------------------------------------------------------------
-    def _fetch_one(self, name: str, start: int, end: int) -> pd.DataFrame:
-        workload = self.workloads[name]
-        covariates = {name: dict(workload.covariates)} if workload.covariates else None
+    def _fetch(self, names: Sequence[str], start: int, end: int) -> pd.DataFrame:
+        queries = {name: self.workloads[name].query for name in names}
+        covariates = {
+            name: dict(self.workloads[name].covariates)
+            for name in names
+            if self.workloads[name].covariates
+        }
         result = self._source().fetch(
-            {name: workload.query},
+            queries,
             pd.Timestamp(start, unit="s", tz="UTC"),
             pd.Timestamp(end, unit="s", tz="UTC"),
             self.step,
-            covariates=covariates,
+            covariates=covariates or None,
         )
         frame: pd.DataFrame = result.frame
         return frame
+
+    def _batches(self, jobs: Mapping[str, int]) -> list[tuple[list[str], int]]:
+        """Group the workloads by start, then cut each group into at most ``max_workers``."""
+        by_start: dict[int, list[str]] = {}
+        for name, start in jobs.items():
+            by_start.setdefault(start, []).append(name)
+        batches: list[tuple[list[str], int]] = []
+        for start, names in by_start.items():
+            count = max(1, min(self.max_workers, len(names) // self.batch_min))
+            size = math.ceil(len(names) / count)
+            batches.extend((names[i : i + size], start) for i in range(0, len(names), size))
+        return batches
 
     def update(self, now: pd.Timestamp) -> FetchOutcome:
         """Fetch the grid points after the last received one, up to ``now``, for every workload.
@@ -194,31 +220,59 @@ class RollingWindow:
         if jobs:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="fetch")
-            futures = {
-                name: self._pool.submit(self._fetch_one, name, start, end)
-                for name, start in jobs.items()
-            }
-            for name, future in futures.items():
+            pool = self._pool
+            batches = self._batches(jobs)
+            futures = [
+                (names, start, pool.submit(self._fetch, names, start, end))
+                for names, start in batches
+            ]
+            retry: list[tuple[str, Future[pd.DataFrame]]] = []
+            for names, start, future in futures:
                 try:
                     frame = future.result()
+                except Exception as exc:
+                    if len(names) == 1:
+                        errors[names[0]] = f"{type(exc).__name__}: {exc}"
+                    else:  # find out which workloads failed: each one alone
+                        retry.extend(
+                            (name, pool.submit(self._fetch, [name], start, end)) for name in names
+                        )
+                    continue
+                new_points += self._append_batch(names, frame)
+            for name, one in retry:
+                try:
+                    frame = one.result()
                 except Exception as exc:  # each workload fails alone
                     errors[name] = f"{type(exc).__name__}: {exc}"
                     continue
-                new_points += self._append(name, frame, end)
+                new_points += self._append_batch([name], frame)
         for name in self.workloads:
             self._trim(name, oldest)
         seconds = (pd.Timestamp.now(tz="UTC") - clock).total_seconds()
         return FetchOutcome(errors=errors, new_points=new_points, seconds=seconds)
 
-    def _append(self, name: str, frame: pd.DataFrame, end: int) -> int:
-        # One workload per fetch, so every row is this workload's; plain numpy from here on
-        # (this runs once per workload per tick).
+    def _append_batch(self, names: Sequence[str], frame: pd.DataFrame) -> int:
+        # Columns to numpy once for the whole batch, then one slice per workload.
         times = frame["timestamp"].to_numpy(dtype="datetime64[s]").astype(np.int64)
         columns = [
             frame[c].to_numpy(dtype=float) if c in frame.columns else np.full(len(times), np.nan)
             for c in self._columns[2:]
         ]
         values = np.column_stack(columns) if len(columns) > 1 else columns[0][:, None]
+        if len(names) == 1:
+            return self._append(names[0], times, values)
+        codes, uniques = pd.factorize(frame["series"])
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+        rows = {str(name): order[bounds[i] : bounds[i + 1]] for i, name in enumerate(uniques)}
+        added = 0
+        for name in names:
+            picked = rows.get(name)
+            if picked is not None:
+                added += self._append(name, times[picked], values[picked])
+        return added
+
+    def _append(self, name: str, times: np.ndarray, values: np.ndarray) -> int:
         last = self._last_fetched.get(name)
         old = self._parts.get(name)
         if old is not None and last is not None:

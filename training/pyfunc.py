@@ -108,14 +108,17 @@ class PrewarmModel(PythonModel):
             :data:`forecaster.capacity.PLAN_COLUMNS`, one row per workload, sorted by name.
         """
         groups: dict[tuple[float, float], list[str]] = {}
-        present = set(history["series"].astype(str))
+        present = {str(name) for name in pd.unique(history["series"])}
         for name in self.workloads:
             if name in present:
                 key = (self.hold[name], self.decision_delay[name])
                 groups.setdefault(key, []).append(name)
+        # Usually every workload shares one hold and delay: then the whole history is one
+        # group and copying it through a filter would only cost time.
+        whole = len(groups) == 1 and not present - set(self.specs)
         parts = []
         for (hold, delay), names in groups.items():
-            part = history[history["series"].isin(names)]
+            part = history if whole else history[history["series"].isin(names)]
             specs = {name: self.specs[name] for name in names}
             parts.append(
                 plan_capacity(

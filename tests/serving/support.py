@@ -48,11 +48,14 @@ class FrameSource:
     """A history source over an in-memory long frame, with injectable failures.
 
     ``calls`` records every fetch as ``(workloads, start, end)``; ``fail`` makes every fetch
-    raise (a source outage); ``frame`` can be extended as "time passes".
+    raise (a source outage); a fetch that includes a workload of ``broken`` raises (a bad
+    query, as Prometheus fails the whole call for it); ``frame`` can be extended as "time
+    passes".
     """
 
     frame: pd.DataFrame
     fail: str | None = None
+    broken: set[str] = field(default_factory=set)
     calls: list[tuple[tuple[str, ...], pd.Timestamp, pd.Timestamp]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -70,6 +73,9 @@ class FrameSource:
             self.calls.append((tuple(queries), start, end))
             if self.fail:
                 raise ConnectionError(self.fail)
+            bad = sorted(set(queries) & self.broken)
+            if bad:
+                raise ValueError(f"no such metric: {bad[0]}")
             frame = self.frame
         parts = []
         grid = pd.date_range(start, end, freq=f"{int(step)}s")

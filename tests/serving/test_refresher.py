@@ -15,6 +15,7 @@ from serving.models import ModelLoadFailedError, ModelWatcher
 from serving.observability import ServingMetrics
 from serving.refresher import Refresher, empty_snapshot
 from serving.snapshot import SnapshotStore
+from serving.window import RollingWindow, WorkloadQuery
 from tests.serving.support import (
     STEP,
     DictRegistry,
@@ -74,21 +75,62 @@ def build(
 def test_first_tick_reads_the_window_then_only_new_points(now: pd.Timestamp) -> None:
     refresher, source, _ = build(now)
     snapshot = refresher.tick(now.to_pydatetime())
-    first = {call[0][0]: call for call in source.calls}
-    assert set(first) == set(LEVELS)
-    span = first["chat"][2] - first["chat"][1]
-    assert span >= pd.Timedelta(seconds=20 * STEP)  # the whole rolling window, once
+    # One source call for every workload, over the whole rolling window, once.
+    ((names, start, end),) = source.calls
+    assert sorted(names) == sorted(LEVELS)
+    assert end - start >= pd.Timedelta(seconds=20 * STEP)
     assert snapshot.forecast("chat").desired_replicas >= 1
 
     source.calls.clear()
     later = now + pd.Timedelta(seconds=3 * STEP)
     source.extend(later, LEVELS)
     refresher.tick(later.to_pydatetime())
-    for names, start, end in source.calls:
-        # Only the three cells after the last one received.
-        assert end - start == pd.Timedelta(seconds=2 * STEP), (names, start, end)
+    # Again one call for all workloads, for only the three cells after the last one received.
+    ((names, start, end),) = source.calls
+    assert sorted(names) == sorted(LEVELS)
+    assert end - start == pd.Timedelta(seconds=2 * STEP), (names, start, end)
     assert refresher.window is not None
     assert refresher.window.last_data("chat") == later.floor(f"{STEP}s")
+
+
+def test_many_workloads_are_fetched_in_at_most_fetch_workers_calls(now: pd.Timestamp) -> None:
+    levels = {f"w{i:03d}": 5.0 + i for i in range(300)}
+    frame = history(levels, now, 60)
+    source = FrameSource(frame)
+    window = RollingWindow(
+        [WorkloadQuery(name, name) for name in levels],
+        lambda: source,
+        window_seconds=40 * STEP,
+        step=STEP,
+        max_workers=3,
+        batch_min=64,
+    )
+    try:
+        outcome = window.update(now)
+        assert outcome.errors == {}
+        assert len(source.calls) == 3
+        assert sorted(n for names, _, _ in source.calls for n in names) == sorted(levels)
+        # Each workload got its own values back, not a neighbour's.
+        assert window.value_at("w123", now.floor(f"{STEP}s")) == pytest.approx(
+            float(frame[frame["series"] == "w123"]["value"].iloc[-1])
+        )
+        assert outcome.new_points == 300 * 40
+    finally:
+        window.close()
+
+
+def test_one_broken_query_does_not_hold_the_batch_back(now: pd.Timestamp) -> None:
+    refresher, source, _ = build(now)
+    source.broken = {"embed"}
+    snapshot = refresher.tick(now.to_pydatetime())
+    assert "no such metric: embed" in (snapshot.states["embed"].problem or "")
+    assert snapshot.forecast("chat").desired_replicas >= 1
+    with pytest.raises(ForecastUnavailableError):
+        snapshot.forecast("embed")
+    # The failed batch was retried workload by workload.
+    calls = [sorted(names) for names, _, _ in source.calls]
+    assert calls[0] == ["chat", "embed"]
+    assert sorted(calls[1:3]) == [["chat"], ["embed"]]
 
 
 def test_one_batched_plan_per_tick_for_all_workloads(now: pd.Timestamp) -> None:
