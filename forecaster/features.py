@@ -69,7 +69,7 @@ class FeatureConfig:
     events
         User calendar; one flag per event name, set when the target time falls in the event.
     scale_window
-        Trailing window of the mean that normalizes the series.
+        Trailing window of the mean that normalizes the series (see :func:`trailing_scale`).
     """
 
     lags: tuple[int, ...] = (0, 1, 2, 3, 6)
@@ -80,9 +80,7 @@ class FeatureConfig:
     calendar: tuple[str, ...] = ("minute_of_day", "day_of_week", "is_weekend")
     covariate_lags: tuple[int, ...] = (0, 1)
     events: tuple[Event, ...] = field(default_factory=tuple)
-    # A week, not a day: after a quiet day (a holiday, an outage) a one-day mean collapses and
-    # every scaled value and calibration score explodes with it.
-    scale_window: str = "7d"
+    scale_window: str = "1d"
 
     def __post_init__(self) -> None:
         if any(not isinstance(lag, int) or lag < 0 for lag in (*self.lags, *self.covariate_lags)):
@@ -123,6 +121,10 @@ def _cells(duration: str, step: int, *, minimum: int = 1) -> int:
 
 
 MIN_SCALE = 1e-9  # below this a trailing mean is a silent stretch, not a level
+# The scale never drops below this share of the mean over this many scale windows: after a
+# quiet day (a holiday, a storm, an outage) a one-day mean collapses and every scaled value
+# and calibration score explodes with it, while a real change of level still shows at once.
+FLOOR_SHARE, FLOOR_WINDOWS = 0.5, 7
 
 
 def trailing_scale(
@@ -132,11 +134,14 @@ def trailing_scale(
     lower: np.ndarray | int = 0,
     upper: np.ndarray | int | None = None,
 ) -> np.ndarray:
-    """Trailing mean over ``window`` cells at each of ``cells``; where it is not positive (a
-    silent stretch), the expanding mean; where that is not positive either, 1. ``lower`` and
-    ``upper`` bound each cell's series in a concatenated array."""
+    """A series' level at each of ``cells``: the trailing mean over ``window`` cells, floored at
+    half the trailing mean over seven windows; where that is not positive (a silent stretch),
+    the expanding mean; where that is not positive either, 1. ``lower`` and ``upper`` bound
+    each cell's series in a concatenated array."""
     stats = values if isinstance(values, WindowStats) else WindowStats(values)
-    scale = stats.mean(cells, window, lower, upper)
+    recent = stats.mean(cells, window, lower, upper)
+    longer = stats.mean(cells, window * FLOOR_WINDOWS, lower, upper)
+    scale = np.fmax(recent, FLOOR_SHARE * longer)
     usable = np.isfinite(scale) & (scale > MIN_SCALE)
     scale = np.where(usable, scale, stats.expanding_mean(cells, lower, upper))
     return np.where(np.isfinite(scale) & (scale > MIN_SCALE), scale, 1.0)
@@ -249,7 +254,7 @@ def build_features(
         # The smoothed cell reads k cells past its centre; beyond the origin that is the future.
         past[target - cells + k > origin] = np.nan
         then = stats.mean(origin - cells, level_cells, lower, upper)
-        ratio = np.where(then > 0, level / np.where(then > 0, then, 1.0), np.nan)
+        ratio = np.where(then > MIN_SCALE, level / np.where(then > MIN_SCALE, then, 1.0), np.nan)
         columns += [past / scale, past * ratio / scale]
     seconds = panel.starts[series] + (o + h) * step
     columns += _calendar(seconds, config.calendar)

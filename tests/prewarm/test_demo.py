@@ -43,7 +43,7 @@ def test_local_store_has_one_run_and_a_champion(demo_run):
 
     _, uri, _ = demo_run
     client = MlflowClient(tracking_uri=uri)
-    (experiment,) = client.search_experiments()
+    experiment = client.get_experiment_by_name("prewarm")
     assert len(client.search_runs([experiment.experiment_id])) == 1
     versions = client.search_model_versions("name='prewarm-demo'")
     assert [v.version for v in versions] == ["1"]
