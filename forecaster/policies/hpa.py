@@ -4,8 +4,8 @@ Follows ``pkg/controller/podautoscaler`` (``replica_calculator.go``, ``horizonta
 External metrics with an ``AverageValue`` target:
 
 - per metric: ``ratio = usage / (target * current)``; inside the tolerance band
-  (``|1 - ratio| <= 0.1``) the proposal is ``current``, otherwise ``ceil(usage / target)``;
-  with several metrics the largest proposal wins;
+  (``1 - down <= ratio <= 1 + up``, both 0.1 by default) the proposal is ``current``,
+  otherwise ``ceil(usage / target)``; with several metrics the largest proposal wins;
 - stabilization: the recommendation is ``current`` pulled up to the lowest proposal of the
   scale-up window and down to the highest proposal of the scale-down window (300 s);
 - rate limits: scale-up policies ``Percent 100`` and ``Pods 4`` per 15 s with
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -52,11 +52,17 @@ class ScalingPolicy:
 
 @dataclass(frozen=True)
 class ScalingRules:
-    """``behavior.scaleUp`` or ``behavior.scaleDown``."""
+    """``behavior.scaleUp`` or ``behavior.scaleDown``.
+
+    ``tolerance`` is the per-HPA ``behavior.scaleUp/scaleDown.tolerance`` (feature gate
+    ``HPAConfigurableTolerance``, beta and on by default from Kubernetes 1.35); ``None``
+    leaves the controller-wide ``--horizontal-pod-autoscaler-tolerance``.
+    """
 
     stabilization_window_seconds: int
     policies: tuple[ScalingPolicy, ...]
     select_policy: SelectPolicy = "Max"
+    tolerance: float | None = None
 
     def __post_init__(self) -> None:
         if self.select_policy not in ("Max", "Min", "Disabled"):
@@ -68,6 +74,8 @@ class ScalingRules:
                 "`stabilization_window_seconds` must be in [0, 3600], "
                 f"got {self.stabilization_window_seconds!r}"
             )
+        if self.tolerance is not None and not 0 <= self.tolerance < 1:
+            raise ConfigError(f"`tolerance` must be in [0, 1), got {self.tolerance!r}")
 
 
 DEFAULT_SCALE_UP = ScalingRules(
@@ -78,7 +86,11 @@ DEFAULT_SCALE_DOWN = ScalingRules(300, (ScalingPolicy("Percent", 100, 15),), "Ma
 
 @dataclass(frozen=True)
 class HPABehavior:
-    """Controller settings: behavior, tolerance and sync period (Kubernetes defaults)."""
+    """Controller settings: behavior, tolerance and sync period (Kubernetes defaults).
+
+    ``tolerance`` is the controller-wide flag; a direction's own ``ScalingRules.tolerance``
+    overrides it for that direction.
+    """
 
     scale_up: ScalingRules = DEFAULT_SCALE_UP
     scale_down: ScalingRules = DEFAULT_SCALE_DOWN
@@ -92,6 +104,31 @@ class HPABehavior:
             raise ConfigError(
                 f"`sync_period_seconds` must be > 0, got {self.sync_period_seconds!r}"
             )
+
+    def with_tolerance(self, tolerance: float | None) -> HPABehavior:
+        """This behavior with ``behavior.scaleUp/scaleDown.tolerance`` set to ``tolerance``.
+
+        ``None`` returns it unchanged (the controller-wide tolerance applies).
+        """
+        if tolerance is None:
+            return self
+        return replace(
+            self,
+            scale_up=replace(self.scale_up, tolerance=tolerance),
+            scale_down=replace(self.scale_down, tolerance=tolerance),
+        )
+
+    @property
+    def up_tolerance(self) -> float:
+        """Tolerance above a usage ratio of 1 (scale-up)."""
+        own = self.scale_up.tolerance
+        return self.tolerance if own is None else own
+
+    @property
+    def down_tolerance(self) -> float:
+        """Tolerance below a usage ratio of 1 (scale-down)."""
+        own = self.scale_down.tolerance
+        return self.tolerance if own is None else own
 
 
 @dataclass
@@ -179,7 +216,9 @@ class HPAController:
         # Plain floats and an inlined proposal: this loop runs once per 15 s tick.
         columns = [(u.tolist(), float(t)) for u, t in zip(usages, targets, strict=True)]
         n_ticks = len(columns[0][0]) if columns else 0
-        tolerance = behavior.tolerance
+        # the band is [1 - down, 1 + up] on the usage ratio (Tolerances.isWithin)
+        low = 1.0 - behavior.down_tolerance
+        high = 1.0 + behavior.up_tolerance
         current = initial_replicas
         out = np.empty(n_ticks, dtype=int)
         for tick in range(n_ticks):
@@ -193,7 +232,7 @@ class HPAController:
             for values, target in columns:
                 usage = values[tick]
                 raw = math.ceil(usage / target)
-                if current > 0 and abs(1.0 - usage / (target * current)) <= tolerance:
+                if current > 0 and low <= usage / (target * current) <= high:
                     raw = current
                 if raw > proposed:
                     proposed = raw

@@ -11,7 +11,7 @@ from forecaster.backtest.workload import WorkloadSpec
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.predictive import QUANTILE_GRID, PredictivePolicy
-from forecaster.policies.reactive import REACTIVE_PATH_GRID, ReactivePolicy
+from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
 
 
 class HybridPolicy:
@@ -27,8 +27,8 @@ class HybridPolicy:
         Of the forecast path (see :class:`PredictivePolicy`).
     forecast_utilization
         ``u`` of the forecast path; ``None`` takes the workload's.
-    target_utilization, scrape_interval, rate_window, behavior
-        Of the reactive path (see :class:`ReactivePolicy`).
+    target_utilization, scrape_interval, rate_window, behavior, tolerance
+        Of the reactive path and of the HPA (see :class:`ReactivePolicy`).
     """
 
     knob: ClassVar[str | None] = "quantile"
@@ -43,6 +43,7 @@ class HybridPolicy:
         scrape_interval: float = 30.0,
         rate_window: float = 60.0,
         behavior: HPABehavior | None = None,
+        tolerance: float | None = None,
     ) -> None:
         self.quantile = quantile
         self.target_utilization = target_utilization
@@ -51,19 +52,30 @@ class HybridPolicy:
         self.scrape_interval = scrape_interval
         self.rate_window = rate_window
         self.behavior = behavior
+        self.tolerance = tolerance
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
-        """Forecast quantiles crossed with the reactive path's target utilization."""
+        """Forecast quantiles crossed with the reactive path's utilization and the tolerance.
+
+        The two paths are searched jointly: a higher quantile lets the reactive path run
+        hotter, and the cheapest pair is not the best of each alone. The forecast path runs
+        at utilization 1: its quantile already is the margin for forecast error, and a
+        second margin on top of it only adds idle replicas.
+        """
         return tuple(
-            {"quantile": q, "target_utilization": u}
-            for q, u in itertools.product(QUANTILE_GRID, REACTIVE_PATH_GRID)
+            {"quantile": q, "target_utilization": u, "forecast_utilization": 1.0, "tolerance": t}
+            for q, u, t in itertools.product(QUANTILE_GRID, REACTIVE_PATH_GRID, TOLERANCE_GRID)
         )
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the two-metric HPA keeps at each simulation step."""
         reactive = ReactivePolicy(
-            self.target_utilization, self.scrape_interval, self.rate_window, self.behavior
+            self.target_utilization,
+            self.scrape_interval,
+            self.rate_window,
+            self.behavior,
+            self.tolerance,
         )
         forecast = PredictivePolicy(self.quantile, self.forecast_utilization, self.hold)
         utilization = self.forecast_utilization or obs.spec.target_utilization

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import numpy as np
@@ -10,8 +11,10 @@ from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError, DataValidationError
 from forecaster.policies.base import Grid, Observation, horizon_range
 
-# The quantiles the walk-forward forecasts carry, and so the ones a sweep can try.
-QUANTILE_GRID = (0.5, 0.8, 0.9, 0.95, 0.99)
+# The quantiles the walk-forward forecasts carry, and so the ones a sweep can try. Fine in the
+# upper tail: between 0.9 and 0.99 one grid step changes the fleet by several replicas, and a
+# coarse grid puts the cost at the SLO at whichever point happens to lie past it.
+QUANTILE_GRID = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99)
 
 
 class PredictivePolicy:
@@ -20,6 +23,12 @@ class PredictivePolicy:
     ``L`` is the workload's planning cold start; the forecast in force at time ``t`` is the
     one from the latest fully observed origin, so the policy changes its answer once per
     data step.
+
+    A replica is released only when no answer of the last ``L`` seconds still wants it: the
+    answers given during ``[t - L, t]`` sized the demand of ``[t, t + L + hold]``, and a
+    replica dropped now could not be back before ``t + L``. (Sizing for ``t + L`` alone
+    would drop, on a falling edge, replicas the demand of the next ``L`` seconds needs.)
+    Through an HPA, its scale-down stabilization window does the same.
 
     Parameters
     ----------
@@ -46,13 +55,15 @@ class PredictivePolicy:
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
-        """The forecast quantiles."""
-        return tuple({"quantile": q} for q in QUANTILE_GRID)
+        """The forecast quantiles, at utilization 1 (the quantile is the margin)."""
+        return tuple({"quantile": q, "target_utilization": 1.0} for q in QUANTILE_GRID)
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas for the forecast in force at each simulation step."""
         rate = self.rate_at(obs, obs.step_times())
-        return obs.replicas_for(rate, self.target_utilization or obs.spec.target_utilization)
+        sized = obs.replicas_for(rate, self.target_utilization or obs.spec.target_utilization)
+        lead_steps = math.ceil(obs.spec.cold_start_model.planning_seconds / obs.sim_step - 1e-9)
+        return _trailing_max(sized, lead_steps + 1)
 
     def rate_at(self, obs: Observation, times: np.ndarray) -> np.ndarray:
         """Largest forecast rate over the lead window, as known at each of ``times``."""
@@ -75,3 +86,13 @@ class PredictivePolicy:
                 f"no forecast for {len(missing)} origins the evaluation needs, first {missing[0]}"
             )
         return np.maximum(rate, 0.0)
+
+
+def _trailing_max(values: np.ndarray, width: int) -> np.ndarray:
+    """Max of ``values`` over the last ``width`` steps, this one included."""
+    if width <= 1 or len(values) == 0:
+        return values
+    padded = np.concatenate([np.full(width - 1, values[0]), values])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, width)
+    result: np.ndarray = windows.max(axis=1)
+    return result

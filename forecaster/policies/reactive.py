@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import ClassVar
@@ -16,8 +17,12 @@ from forecaster.policies.hpa import HPABehavior, HPAController
 ExtraMetric = tuple[np.ndarray, float]
 
 UTILIZATION_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-# The reactive path beside a forecast can run hotter: the forecast carries the margin.
-REACTIVE_PATH_GRID = (0.7, 0.8, 0.9)
+# The reactive path beside a forecast can run hotter: the forecast carries the margin, up to
+# utilization 1 where the reactive path only catches demand above the ready capacity.
+REACTIVE_PATH_GRID = (0.8, 0.9, 1.0)
+# Per-HPA tolerance (both directions): the controller's default 10 % band, and none. Every
+# HPA-based policy sweeps it, so a saving is never a tolerance setting the baseline lacked.
+TOLERANCE_GRID = (0.1, 0.0)
 
 
 class ReactivePolicy:
@@ -36,6 +41,9 @@ class ReactivePolicy:
         Metric lag and smoothing, in seconds.
     behavior
         HPA behavior, tolerance and sync period (Kubernetes defaults).
+    tolerance
+        Per-HPA ``behavior.scaleUp/scaleDown.tolerance`` (Kubernetes 1.35+, or the
+        controller flag); ``None`` keeps the one of ``behavior``.
     """
 
     knob: ClassVar[str | None] = "target_utilization"
@@ -47,16 +55,21 @@ class ReactivePolicy:
         scrape_interval: float = 30.0,
         rate_window: float = 60.0,
         behavior: HPABehavior | None = None,
+        tolerance: float | None = None,
     ) -> None:
         self.target_utilization = target_utilization
         self.scrape_interval = scrape_interval
         self.rate_window = rate_window
         self.behavior = behavior
+        self.tolerance = tolerance
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
-        """Target utilizations from 0.5 to 1."""
-        return tuple({"target_utilization": u} for u in UTILIZATION_GRID)
+        """Target utilizations from 0.5 to 1, crossed with the tolerance."""
+        return tuple(
+            {"target_utilization": u, "tolerance": t}
+            for u, t in itertools.product(UTILIZATION_GRID, TOLERANCE_GRID)
+        )
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the HPA keeps at each simulation step."""
@@ -64,7 +77,7 @@ class ReactivePolicy:
 
     def plan_with(self, obs: Observation, extra: Sequence[ExtraMetric]) -> np.ndarray:
         """Replicas of an HPA that also reads ``extra`` metrics (the max wins)."""
-        behavior = self.behavior or HPABehavior()
+        behavior = self.hpa_behavior()
         sync = behavior.sync_period_seconds
         ticks = obs.step_times(sync)
         utilization = self.target_utilization or obs.spec.target_utilization
@@ -77,6 +90,10 @@ class ReactivePolicy:
         initial = int(np.clip(first, obs.spec.min_replicas, obs.spec.max_replicas))
         return obs.hold_to_steps(controller.run(usages, targets, initial), sync)
 
+    def hpa_behavior(self) -> HPABehavior:
+        """The behavior the controller runs with, tolerance applied."""
+        return (self.behavior or HPABehavior()).with_tolerance(self.tolerance)
+
     def ticks(self, obs: Observation) -> np.ndarray:
         """Sync times of the controller (seconds from the first data point)."""
-        return obs.step_times((self.behavior or HPABehavior()).sync_period_seconds)
+        return obs.step_times(self.hpa_behavior().sync_period_seconds)

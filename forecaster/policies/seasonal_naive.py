@@ -15,7 +15,7 @@ from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation, horizon_range
 from forecaster.policies.hpa import HPABehavior
-from forecaster.policies.reactive import REACTIVE_PATH_GRID, ReactivePolicy
+from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
 
 HEADROOM_GRID = (0.8, 1.0, 1.2, 1.5)
 WEEK = 7 * 86400.0
@@ -34,8 +34,8 @@ class SeasonalNaivePolicy:
         Seconds over which the recent level is compared with the same span a season ago.
     hold
         Seconds past the lead the forecast window extends.
-    target_utilization, scrape_interval, rate_window, behavior
-        Of the reactive path (see :class:`ReactivePolicy`).
+    target_utilization, scrape_interval, rate_window, behavior, tolerance
+        Of the reactive path and of the HPA (see :class:`ReactivePolicy`).
     """
 
     knob: ClassVar[str | None] = "headroom"
@@ -51,6 +51,7 @@ class SeasonalNaivePolicy:
         scrape_interval: float = 30.0,
         rate_window: float = 60.0,
         behavior: HPABehavior | None = None,
+        tolerance: float | None = None,
     ) -> None:
         self.headroom = headroom
         self.season = season
@@ -60,13 +61,18 @@ class SeasonalNaivePolicy:
         self.scrape_interval = scrape_interval
         self.rate_window = rate_window
         self.behavior = behavior
+        self.tolerance = tolerance
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
-        """Headroom crossed with the reactive path's target utilization."""
+        """Headroom crossed with the reactive path's utilization and the tolerance.
+
+        The same reactive-path and tolerance grid as ``hybrid``, so the comparison of the
+        two isolates what the model's forecast adds over last week's demand.
+        """
         return tuple(
-            {"headroom": h, "target_utilization": u}
-            for h, u in itertools.product(HEADROOM_GRID, REACTIVE_PATH_GRID)
+            {"headroom": h, "target_utilization": u, "tolerance": t}
+            for h, u, t in itertools.product(HEADROOM_GRID, REACTIVE_PATH_GRID, TOLERANCE_GRID)
         )
 
     def forecast(self, obs: Observation) -> np.ndarray:
@@ -99,7 +105,11 @@ class SeasonalNaivePolicy:
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the two-metric HPA keeps at each simulation step."""
         reactive = ReactivePolicy(
-            self.target_utilization, self.scrape_interval, self.rate_window, self.behavior
+            self.target_utilization,
+            self.scrape_interval,
+            self.rate_window,
+            self.behavior,
+            self.tolerance,
         )
         rate = self.forecast(obs)[obs.latest_origin(reactive.ticks(obs))]
         target = obs.spec.capacity_per_replica * obs.spec.target_utilization

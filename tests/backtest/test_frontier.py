@@ -50,8 +50,9 @@ def test_sweep_reaches_every_grid_point_and_headroom_buys_service() -> None:
     obs = Observation(demand, 60.0, 200, spec, train_window=200)
     calls: list[tuple[str, int, int]] = []
     result = sweep(obs, ["static", "reactive"], progress=lambda *a: calls.append(a))
-    assert [len(points) for points in result.values()] == [6, 6]
-    assert calls[-1] == ("reactive", 12, 12)
+    # static: 6 headrooms; reactive: 6 utilizations x 2 tolerances
+    assert [len(points) for points in result.values()] == [6, 12]
+    assert calls[-1] == ("reactive", 18, 18)
     static = result["static"]
     costs = [p.metrics.cost for p in static]
     lost = [p.metrics.unserved_fraction for p in static]

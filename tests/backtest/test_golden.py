@@ -58,8 +58,12 @@ GOLDEN = [
     # Tick 10 proposes 3 (limit max(2, 5)); the 300 s window then holds 3 to the end.
     # The 2 new replicas are ready at step 12: steps 8-11 serve 150 of 450 -> 4 x 300 lost.
     ("reactive", REACTIVE, [1] * 10 + [3] * 14, 10 * 1 + 14 * 3, 4 * 300.0, 2),
-    # origin j = 3 + i // 4 forecasts max(demand[j+1], demand[j+2]): 10 | 30 30 30 | 10 10
-    ("predictive", {}, [1] * 4 + [3] * 12 + [1] * 8, 4 + 12 * 3 + 8, 0.0, 2),
+    # origin j = 3 + i // 4 forecasts max(demand[j+1], demand[j+2]): 10 | 30 30 30 | 10 10,
+    # sized 1 | 3 3 3 | 1 1 per data step. A replica is released only when no answer of the
+    # last cold start wants it (the demand of step i was sized by the answer of step i - 2,
+    # 30 s earlier): steps 16 and 17 keep step 15's 3, so 3 from step 4 to 17 (14 steps);
+    # 4 + 14 x 3 + 6 replica-steps.
+    ("predictive", {}, [1] * 4 + [3] * 14 + [1] * 6, 4 + 14 * 3 + 6, 0.0, 2),
     # both metrics: the forecast asks 3 at tick 4, the 300 s window keeps 3 to the end
     ("hybrid", REACTIVE, [1] * 4 + [3] * 20, 4 + 20 * 3, 0.0, 2),
     # season 2 steps, level 1 step: origin j forecasts max(d[j-1], d[j]) * d[j] / d[j-2]:

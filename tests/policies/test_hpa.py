@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from forecaster.exceptions import ConfigError
-from forecaster.policies.hpa import HPABehavior, HPAController, ScalingPolicy, ScalingRules
+from forecaster.policies.hpa import (
+    DEFAULT_SCALE_UP,
+    HPABehavior,
+    HPAController,
+    ScalingPolicy,
+    ScalingRules,
+)
 
 NO_DOWN_WINDOW = ScalingRules(0, (ScalingPolicy("Percent", 100, 15),))
 
@@ -24,8 +30,11 @@ def run(
     ("usage", "current", "expected"),
     [
         pytest.param([109.0], 10, [10], id="ratio-1.09-inside-band-holds"),
-        # 1 - 110 / 100 is -0.10000000000000009 in float64, in Go as here: outside the band
-        pytest.param([110.0], 10, [11], id="ratio-1.10-float-edge-scales"),
+        # Tolerances.isWithin (Kubernetes 1.33+): 110 / 100 <= 1.0 + 0.1 holds in float64,
+        # both sides are the double nearest 1.1, so the edge is inside the band. (The older
+        # |1 - ratio| <= 0.1 form put it outside: |1 - 1.1| is 0.10000000000000009.)
+        pytest.param([110.0], 10, [10], id="ratio-1.10-edge-inside-band-holds"),
+        pytest.param([90.0], 10, [10], id="ratio-0.90-edge-inside-band-holds"),
         pytest.param([111.0], 10, [12], id="ratio-1.11-scales-to-ceil-usage-over-target"),
         pytest.param([91.0], 10, [10], id="ratio-0.91-inside-band-holds"),
         pytest.param([0.0], 0, [1], id="zero-replicas-scale-to-min"),
@@ -33,6 +42,30 @@ def run(
 )
 def test_tolerance_band(usage: list[float], current: int, expected: list[int]) -> None:
     assert run(usage, current) == expected
+
+
+@pytest.mark.parametrize(
+    ("up", "down", "usage", "expected"),
+    [
+        # behavior.scaleUp.tolerance 0: any ratio above 1 scales up
+        pytest.param(0.0, None, [101.0], [11], id="up-0-scales-on-1-percent"),
+        pytest.param(0.0, None, [91.0], [10], id="up-0-keeps-the-default-down-band"),
+        # behavior.scaleDown.tolerance 0: any ratio below 1 scales down
+        pytest.param(None, 0.0, [99.0], [10], id="down-0-ceil-keeps-10"),
+        pytest.param(None, 0.0, [89.0, 81.0], [9, 9], id="down-0-follows-ceil"),
+        pytest.param(None, 0.0, [109.0], [10], id="down-0-keeps-the-default-up-band"),
+        # 104 / 100 inside +5 %, 106 / 100 outside; then 90 / 110 = 0.82 inside -20 %
+        pytest.param(0.05, 0.2, [104.0, 106.0, 90.0], [10, 11, 11], id="asymmetric"),
+    ],
+)
+def test_per_direction_tolerance(
+    up: float | None, down: float | None, usage: list[float], expected: list[int]
+) -> None:
+    behavior = HPABehavior(
+        scale_up=ScalingRules(0, DEFAULT_SCALE_UP.policies, tolerance=up),
+        scale_down=ScalingRules(0, NO_DOWN_WINDOW.policies, tolerance=down),
+    )
+    assert run(usage, 10, behavior) == expected
 
 
 def test_desired_does_not_depend_on_current_outside_the_band() -> None:

@@ -1,0 +1,59 @@
+"""Sweep grids search the knobs jointly; the tolerance knob reaches the HPA; the predictive
+policy keeps a replica for as long as a recent answer still wants it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from forecaster.backtest.workload import WorkloadSpec
+from forecaster.policies import Observation, QuantileForecast, make_policy, policy_class
+from forecaster.policies.predictive import QUANTILE_GRID
+from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID
+
+SPEC = WorkloadSpec(capacity_per_replica=10.0, cold_start=60, target_utilization=1.0)
+
+
+def test_hybrid_grid_is_the_joint_product() -> None:
+    grid = policy_class("hybrid").sweep_grid(SPEC)
+    pairs = {(p["quantile"], p["target_utilization"], p["tolerance"]) for p in grid}
+    assert len(grid) == len(pairs) == len(QUANTILE_GRID) * len(REACTIVE_PATH_GRID) * 2
+    assert {p["forecast_utilization"] for p in grid} == {1.0}
+
+
+@pytest.mark.parametrize("name", ["reactive", "seasonal-naive", "hybrid"])
+def test_every_hpa_policy_sweeps_the_same_tolerances(name: str) -> None:
+    grid = policy_class(name).sweep_grid(SPEC)
+    assert {p["tolerance"] for p in grid} == set(TOLERANCE_GRID)
+
+
+def test_quantile_grid_is_fine_in_the_upper_tail() -> None:
+    upper = [q for q in QUANTILE_GRID if q >= 0.9]
+    assert max(np.diff(upper)) <= 0.05
+    assert list(QUANTILE_GRID) == sorted(QUANTILE_GRID)
+
+
+def test_tolerance_zero_scales_on_a_five_percent_rise() -> None:
+    # 10 replicas at target 10 each; demand steps from 100 to 105 (ratio 1.05)
+    demand = np.array([100.0] * 10 + [105.0] * 10)
+    obs = Observation(demand, 60.0, 5, SPEC)
+    default = make_policy("reactive", target_utilization=1.0).plan(obs)
+    tight = make_policy("reactive", target_utilization=1.0, tolerance=0.0).plan(obs)
+    assert default.max() == 10  # inside the default 10 % band
+    assert tight.max() == 11
+
+
+def test_predictive_keeps_replicas_for_one_cold_start_after_the_forecast_falls() -> None:
+    # 60 s data and cold start: horizons 2..2. The forecast of every origin is 30 until
+    # origin 9, then 10: sized 3 then 1. The answer falls at t = 600 s (sim step 20). The
+    # demand of step i was sized by the answer of step i - 4 (60 s before), so the 3 stay
+    # until the answers of steps 20-24 all say 1: through step 23.
+    n = 20
+    values = np.where(np.arange(n) < 9, 30.0, 10.0)[:, None, None]
+    forecast = QuantileForecast(values, (2,), (0.9,))
+    obs = Observation(np.full(n, 10.0), 60.0, 5, SPEC, forecast=forecast)
+    plan = make_policy("predictive", quantile=0.9).plan(obs)
+    sized = np.repeat([3] * 5 + [1] * 10, 4)  # steps from t = 300 s, 4 per data step
+    assert plan[:20].tolist() == sized[:20].tolist()
+    assert plan[20:24].tolist() == [3, 3, 3, 3]
+    assert plan[24:].tolist() == [1] * (len(plan) - 24)
