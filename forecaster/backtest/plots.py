@@ -53,18 +53,35 @@ def capacity_figure(
     return figure
 
 
+def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The (unserved, cost) points no other point beats on both, by increasing unserved.
+
+    >>> pareto_front([(0.1, 5.0), (0.0, 9.0), (0.2, 6.0), (0.3, 1.0)])
+    [(0.0, 9.0), (0.1, 5.0), (0.3, 1.0)]
+    """
+    front: list[tuple[float, float]] = []
+    for unserved, cost in sorted(points):
+        if not front or cost < front[-1][1]:
+            front.append((unserved, cost))
+    return front
+
+
 def frontier_figure(frontier: Mapping[str, list[PolicyPoint]], slo_unserved: float) -> Figure:
-    """Cost vs unserved fraction as each policy's knob is swept, with the SLO line."""
+    """Cost vs unserved fraction as each policy's knob is swept, with the SLO line: every
+    setting faintly, each policy's efficient settings joined."""
     # A bare Figure draws without a GUI backend and leaves pyplot's global state alone, so the
     # same code serves the CLI, tests and notebooks.
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(8, 5), layout="constrained")
     axis = figure.subplots()
-    for name, points in frontier.items():
+    for index, (name, points) in enumerate(frontier.items()):
+        color = f"C{index}"
         unserved = [max(p.metrics.unserved_fraction, 1e-7) for p in points]
         cost = [p.metrics.cost for p in points]
-        axis.plot(unserved, cost, "o-", label=name, markersize=4)
+        axis.plot(unserved, cost, "o", color=color, markersize=3, alpha=0.35)
+        front = pareto_front(list(zip(unserved, cost, strict=True)))
+        axis.plot(*zip(*front, strict=True), "o-", color=color, markersize=4, label=name)
     axis.axvline(slo_unserved, color="C3", linestyle="--", label="SLO")
     axis.set_xscale("log")
     axis.set_xlabel("unserved fraction (1e-7 stands for none)")
