@@ -3,41 +3,97 @@
 Discovery documents are open to every caller (the kube-aggregator's availability check must
 get a 2xx); a metric value is a snapshot read. The selector is decoded from the raw query
 string, so ``+`` and percent-escapes are read exactly as Go's ``url.Values.Encode`` wrote them.
+
+:func:`metric_reply` is the whole per-request work of a metric value: the app calls it
+straight from its ASGI entry point (see :mod:`serving.app`) and the route below is the same
+function behind FastAPI, for the methods and paths the direct path does not take.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from functools import lru_cache
+
 from fastapi import APIRouter, Request, Response
 
 from serving import k8s
-from serving.runtime import RuntimeDep
-from serving.selector import WORKLOAD_LABEL, selector_from_query, workload_from_selector
+from serving.replies import encode_metric
+from serving.runtime import Runtime, RuntimeDep
+from serving.selector import selector_from_query, workload_from_selector
 
-__all__ = ["router"]
+__all__ = ["metric_reply", "router", "workload_for_query"]
 
 router = APIRouter(tags=["external metrics"])
 
+# The documents never change: encode them once.
+_API_GROUP_LIST = k8s.encode_json(k8s.api_group_list())
+_API_GROUP = k8s.encode_json(k8s.api_group())
+_API_RESOURCE_LIST = k8s.encode_json(k8s.api_resource_list())
 
-def _json(document: k8s.JSONDict, status: int = 200) -> Response:
-    return Response(k8s.encode_json(document), status_code=status, media_type=k8s.CONTENT_TYPE)
+
+def _json(body: bytes, status: int = 200) -> Response:
+    return Response(body, status_code=status, media_type=k8s.CONTENT_TYPE)
+
+
+@lru_cache(maxsize=1024)
+def workload_for_query(query: str) -> str:
+    """The workload a raw query string's ``labelSelector`` pins; parsed once per query text.
+
+    The HPA repeats the same few query strings every sync period, so parsing is cached by
+    the raw text (bounded: at most 1,024 distinct strings are kept, least recently used
+    first out). Errors are not cached; they raise every time.
+
+    Raises
+    ------
+    SelectorError
+        Malformed selector, or one that does not pin exactly one workload (HTTP 400).
+    """
+    return workload_from_selector(selector_from_query(query))
+
+
+def metric_reply(runtime: Runtime, namespace: str, metric: str, query: str) -> bytes:
+    """The ``ExternalMetricValueList`` body of ``metric`` for the workload ``query`` selects.
+
+    Parameters
+    ----------
+    runtime : Runtime
+        The app's runtime (its current snapshot is read).
+    namespace, metric : str
+        Path segments, as requested.
+    query : str
+        The raw (still encoded) query string.
+
+    Raises
+    ------
+    UnknownMetricError, SelectorError, UnknownWorkloadError, ForecastUnavailableError
+        404, 400, 404 and 503 (stale or missing forecast) respectively.
+    """
+    k8s.check_metric(metric, namespace)
+    workload = workload_for_query(query)
+    body = runtime.store.current.replies.metric(workload, metric, datetime.now(UTC))
+    if body is not None:
+        return body
+    # Unknown, never forecast or stale (or fresh again at the boundary): the checked path
+    # raises with the reason, counts and logs the refusal, or returns a servable forecast.
+    return encode_metric(runtime.forecast(workload, api="external_metrics"), metric)
 
 
 @router.get(k8s.API_PATH)
 def api_group_list() -> Response:
     """``APIGroupList``: the one group served."""
-    return _json(k8s.api_group_list())
+    return _json(_API_GROUP_LIST)
 
 
 @router.get(k8s.GROUP_PATH)
 def api_group() -> Response:
     """``APIGroup`` of ``external.metrics.k8s.io``."""
-    return _json(k8s.api_group())
+    return _json(_API_GROUP)
 
 
 @router.get(k8s.VERSION_PATH)
 def api_resource_list() -> Response:
     """``APIResourceList``: what the aggregator's availability check fetches."""
-    return _json(k8s.api_resource_list())
+    return _json(_API_RESOURCE_LIST)
 
 
 @router.get(k8s.METRIC_PATH)
@@ -47,19 +103,5 @@ def external_metric(namespace: str, metric: str, request: Request, runtime: Runt
     Errors are ``metav1.Status`` bodies: 400 for a malformed selector, 404 for an unknown
     metric or workload, 503 while the forecast is stale (the HPA then holds).
     """
-    k8s.check_metric(metric, namespace)
     query = request.scope.get("query_string", b"").decode("latin-1")
-    workload = workload_from_selector(selector_from_query(query))
-    forecast = runtime.forecast(workload, api="external_metrics")
-    value = (
-        float(forecast.desired_replicas)
-        if metric == k8s.METRIC_DESIRED_REPLICAS
-        else forecast.forecast_demand
-    )
-    item = k8s.ExternalMetricValue(
-        metric_name=metric,
-        value=value,
-        timestamp=forecast.generated_at,
-        labels={WORKLOAD_LABEL: workload},
-    )
-    return _json(k8s.external_metric_value_list([item]))
+    return _json(metric_reply(runtime, namespace, metric, query))

@@ -9,47 +9,55 @@ A stale forecast answers 503, which KEDA counts towards its ``fallback``.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Header, Response
 
-from serving import k8s
-from serving.runtime import Authorized, CurrentSnapshot, RuntimeDep
+from serving import k8s, replies
+from serving.runtime import Authorized, CurrentSnapshot, Runtime, RuntimeDep
 from serving.snapshot import WorkloadForecast, WorkloadStatus
 
-__all__ = ["forecast_document", "router"]
+__all__ = ["forecast_document", "forecast_reply", "router"]
 
 router = APIRouter(prefix="/v1", tags=["keda"])
 
 
 def forecast_document(forecast: WorkloadForecast, status: WorkloadStatus) -> dict[str, Any]:
     """The JSON fields of one workload's forecast (camelCase, as KEDA users write paths)."""
-    return {
-        "workload": forecast.workload,
-        "desiredReplicas": forecast.desired_replicas,
-        "forecastDemand": forecast.forecast_demand,
-        "quantile": forecast.quantile,
-        "leadTimeSeconds": forecast.lead_time_seconds,
-        "generatedAt": k8s.format_time(forecast.generated_at),
-        "origin": k8s.format_time(forecast.origin),
-        "dataAgeSeconds": round(status.data_age_seconds or 0.0, 3),
-        "modelVersion": forecast.model_version,
-        "demandTarget": forecast.demand_target,
-        "minReplicas": forecast.min_replicas,
-        "maxReplicas": forecast.max_replicas,
-    }
+    return replies.forecast_document(forecast, status.data_age_seconds)
 
 
 def _json(document: dict[str, Any]) -> Response:
     return Response(k8s.encode_json(document), media_type=k8s.CONTENT_TYPE)
 
 
-@router.get("/workloads/{name}/forecast")
-def workload_forecast(name: str, runtime: RuntimeDep, _: Authorized) -> Response:
-    """One workload's forecast; 404 if unknown, 503 while stale."""
+def forecast_reply(runtime: Runtime, name: str, authorization: str | None) -> bytes:
+    """The forecast document of workload ``name`` as JSON bytes.
+
+    The app calls it straight from its ASGI entry point (see :mod:`serving.app`); the route
+    below is the same function behind FastAPI.
+
+    Raises
+    ------
+    AuthenticationError, UnknownWorkloadError, ForecastUnavailableError
+        401 (checked first), 404 and 503 (stale or missing forecast).
+    """
+    runtime.verifier.check(authorization)
+    body = runtime.store.current.replies.keda(name, datetime.now(UTC))
+    if body is not None:
+        return body
     forecast = runtime.forecast(name, api="keda")
     status = runtime.store.current.status(name)
-    return _json(forecast_document(forecast, status))
+    return k8s.encode_json(forecast_document(forecast, status))
+
+
+@router.get("/workloads/{name}/forecast")
+def workload_forecast(
+    name: str, runtime: RuntimeDep, authorization: Annotated[str | None, Header()] = None
+) -> Response:
+    """One workload's forecast; 401 without the token (when one is set), 404 if unknown,
+    503 while stale."""
+    return Response(forecast_reply(runtime, name, authorization), media_type=k8s.CONTENT_TYPE)
 
 
 @router.get("/workloads")

@@ -16,8 +16,10 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 
 from serving.exceptions import ForecastUnavailableError, UnknownWorkloadError
+from serving.replies import Replies
 
 __all__ = ["Snapshot", "SnapshotStore", "WorkloadForecast", "WorkloadState", "WorkloadStatus"]
 
@@ -149,10 +151,18 @@ class Snapshot:
     model_version: str | None = None
     sequence: int = field(default=0)
 
-    @property
+    @cached_property
     def workloads(self) -> tuple[str, ...]:
-        """Configured workload names, sorted."""
+        """Configured workload names, sorted (once: the snapshot never changes)."""
         return tuple(sorted(self.states))
+
+    @cached_property
+    def replies(self) -> Replies:
+        """Every servable reply body of this snapshot, encoded once (see :mod:`serving.replies`).
+
+        :meth:`SnapshotStore.publish` builds it before the swap, in the publisher's thread.
+        """
+        return Replies(self)
 
     def state(self, workload: str) -> WorkloadState:
         """Return the state of ``workload``.
@@ -241,7 +251,12 @@ class SnapshotStore:
         return self._snapshot
 
     def publish(self, snapshot: Snapshot) -> None:
-        """Swap in ``snapshot`` and wake every :meth:`wait_for_change` caller."""
+        """Encode ``snapshot``'s replies, swap it in and wake every :meth:`wait_for_change`
+        caller.
+
+        The encoding happens here, in the publisher's thread, so that no request pays for it.
+        """
+        snapshot.replies  # noqa: B018  (builds the cached encodings)
         with self._changed:
             self._snapshot = snapshot
             self._changed.notify_all()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -439,3 +440,104 @@ def test_https_with_client_certificate_check(tmp_path: Path) -> None:
         # Plain HTTP is not served.
         with pytest.raises(httpx.HTTPError):
             httpx.get(f"http://127.0.0.1:{settings.port}/healthz", timeout=2)
+
+
+# -- cached replies -------------------------------------------------------------------------
+def test_metric_bodies_are_the_documents_of_the_current_forecast(served: Served) -> None:
+    from datetime import UTC, datetime
+
+    from serving import k8s
+
+    for metric in ("prewarm_desired_replicas", "prewarm_forecast_demand"):
+        response = served.http.get(
+            f"{GROUP}/namespaces/default/{metric}?labelSelector=workload%3Dembed"
+        )
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "application/json"
+        assert int(response.headers["content-length"]) == len(response.content)
+        # The body is the one of the forecast the snapshot held when the request was read.
+        forecast = served.runtime.store.current.forecast("embed")
+        value = (
+            float(forecast.desired_replicas)
+            if metric == "prewarm_desired_replicas"
+            else forecast.forecast_demand
+        )
+        item = k8s.ExternalMetricValue(metric, value, forecast.generated_at, {"workload": "embed"})
+        assert response.content == k8s.encode_json(k8s.external_metric_value_list([item]))
+
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    body = served.http.get("/v1/workloads/embed/forecast", headers=auth).json()
+    forecast = served.runtime.store.current.forecast("embed")
+    age = (datetime.now(UTC) - forecast.origin).total_seconds()
+    assert body["dataAgeSeconds"] == pytest.approx(age, abs=2.0)
+    assert body["desiredReplicas"] == forecast.desired_replicas
+    assert body["forecastDemand"] == forecast.forecast_demand
+    assert body["origin"] == k8s.format_time(forecast.origin)
+    assert body["demandTarget"] == pytest.approx(8.0)
+
+
+def test_paths_off_the_direct_route_still_answer_as_fastapi_does(served: Served) -> None:
+    extra = served.http.get(
+        f"{GROUP}/namespaces/default/prewarm_desired_replicas/more?labelSelector=workload%3Dchat"
+    )
+    assert extra.status_code == 404 and extra.json()["reason"] == "NotFound"
+    empty = served.http.get("/v1/workloads//forecast", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert empty.status_code == 404
+    post = served.http.post(f"{GROUP}/namespaces/default/prewarm_desired_replicas")
+    assert post.status_code == 405 and post.json()["reason"] == "MethodNotAllowed"
+
+
+def test_a_stalled_refresher_turns_into_503_at_read_time() -> None:
+    """No snapshot is published after the first one: the cached reply must still expire."""
+    from dataclasses import replace
+    from datetime import UTC, datetime, timedelta
+
+    from serving.snapshot import Snapshot
+
+    now = pd.Timestamp.now(tz="UTC")
+    levels = {"chat": 40.0}
+    frame = history(levels, now, 100)
+    source = FrameSource(frame)
+    registry = DictRegistry("prewarm-test")
+    registry.add(fit_planner(frame, specs(levels)))
+    # One refresh, then the refresher sleeps for an hour: as good as stalled.
+    config = refresh_config(levels, max_staleness=3600.0, refresh_interval=3600.0)
+    settings = ServingSettings(port=free_port(), grpc_port=None)
+    app = create_app(settings, ServingComponents(config, lambda: source, registry))
+    metric = f"{GROUP}/namespaces/default/prewarm_desired_replicas?labelSelector=workload%3Dchat"
+    keda_path = "/v1/workloads/chat/forecast"
+    with (
+        running(app, lambda a: uvicorn_config(a, settings)),
+        httpx.Client(base_url=f"http://127.0.0.1:{settings.port}", timeout=5) as http,
+    ):
+        store = app.state.runtime.store
+        wait_until(lambda: store.current.model_version is not None)
+        current = store.current
+        # The data behind the forecast turns 3600 s old 1.5 s from now.
+        old = current.states["chat"]
+        origin = datetime.now(UTC) - timedelta(seconds=3600 - 1.5)
+        aged = replace(old, forecast=replace(old.forecast, origin=origin))
+        store.publish(
+            Snapshot(
+                states={"chat": aged},
+                max_staleness=current.max_staleness,
+                generated_at=current.generated_at,
+                model_name=current.model_name,
+                model_version=current.model_version,
+                sequence=current.sequence + 1,
+            )
+        )
+        assert http.get(metric).status_code == 200
+        assert http.get(keda_path).status_code == 200
+        time.sleep(2.0)
+        assert store.current.states["chat"] is aged  # nothing was published meanwhile
+        stale = http.get(metric)
+        assert stale.status_code == 503, stale.text
+        assert stale.json()["reason"] == "ServiceUnavailable"
+        assert "max_staleness 3600 s" in stale.json()["message"]
+        assert http.get(keda_path).status_code == 503
+        scraped = http.get("/metrics").text
+        assert (
+            'prewarm_unavailable_responses_total{api="external_metrics",workload="chat"} 1.0'
+            in scraped
+        )

@@ -1,0 +1,146 @@
+"""Reply bodies encoded once per snapshot, so that answering a metric request is a lookup.
+
+The HPA and KEDA ask for the same few values every 15-30 s, from many pods at once, while
+the values change only when the refresher publishes a new snapshot. Building the JSON
+document, writing the Quantity and encoding it per request would spend on every request
+what can be spent once per refresh (in the refresher's thread, off the event loop).
+
+Freshness is still judged when a body is read: :meth:`Replies.metric` and
+:meth:`Replies.keda` take the current time and return None once the data behind the
+forecast is older than ``max_staleness``; the caller then goes through the checked path
+(:meth:`serving.snapshot.Snapshot.forecast`), which answers the 503 with its reason. A
+stalled refresher therefore turns into 503s at read time, exactly as without the cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from serving import k8s
+from serving.selector import WORKLOAD_LABEL
+
+if TYPE_CHECKING:
+    from serving.snapshot import Snapshot, WorkloadForecast
+
+__all__ = ["Replies", "encode_metric", "forecast_document"]
+
+_AGE_MARK = "__prewarm_data_age__"
+"""Placeholder for ``dataAgeSeconds`` (the only field that moves with the clock)."""
+
+
+def forecast_document(forecast: WorkloadForecast, data_age_seconds: float | None) -> dict[str, Any]:
+    """The KEDA JSON fields of one workload's forecast (camelCase, as KEDA users write paths).
+
+    Parameters
+    ----------
+    forecast : WorkloadForecast
+        The served forecast.
+    data_age_seconds : float or None
+        Age of the data behind it at answer time (None is written as 0).
+    """
+    return {
+        "workload": forecast.workload,
+        "desiredReplicas": forecast.desired_replicas,
+        "forecastDemand": forecast.forecast_demand,
+        "quantile": forecast.quantile,
+        "leadTimeSeconds": forecast.lead_time_seconds,
+        "generatedAt": k8s.format_time(forecast.generated_at),
+        "origin": k8s.format_time(forecast.origin),
+        "dataAgeSeconds": round(data_age_seconds or 0.0, 3),
+        "modelVersion": forecast.model_version,
+        "demandTarget": forecast.demand_target,
+        "minReplicas": forecast.min_replicas,
+        "maxReplicas": forecast.max_replicas,
+    }
+
+
+def encode_metric(forecast: WorkloadForecast, metric: str) -> bytes:
+    """The ``ExternalMetricValueList`` body of ``metric`` (one of ``k8s.EXTERNAL_METRICS``)."""
+    value = (
+        float(forecast.desired_replicas)
+        if metric == k8s.METRIC_DESIRED_REPLICAS
+        else forecast.forecast_demand
+    )
+    item = k8s.ExternalMetricValue(
+        metric_name=metric,
+        value=value,
+        timestamp=forecast.generated_at,
+        labels={WORKLOAD_LABEL: forecast.workload},
+    )
+    return k8s.encode_json(k8s.external_metric_value_list([item]))
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    """One workload's bodies and the moment its data was taken."""
+
+    origin: datetime
+    metrics: dict[str, bytes]
+    keda_head: bytes
+    keda_tail: bytes
+
+
+class Replies:
+    """Every servable body of one snapshot, encoded once.
+
+    Parameters
+    ----------
+    snapshot : Snapshot
+        The snapshot whose forecasts are encoded (workloads without one get no entry).
+    """
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.max_staleness = snapshot.max_staleness
+        self._entries: dict[str, _Encoded] = {}
+        for name, state in snapshot.states.items():
+            forecast = state.forecast
+            if forecast is None:
+                continue
+            document = forecast_document(forecast, 0.0)
+            document["dataAgeSeconds"] = _AGE_MARK
+            head, _, tail = k8s.encode_json(document).partition(f'"{_AGE_MARK}"'.encode())
+            self._entries[name] = _Encoded(
+                origin=forecast.origin,
+                metrics={m: encode_metric(forecast, m) for m in k8s.EXTERNAL_METRICS},
+                keda_head=head,
+                keda_tail=tail,
+            )
+
+    def _fresh(self, workload: str, now: datetime) -> tuple[_Encoded, float] | None:
+        entry = self._entries.get(workload)
+        if entry is None:
+            return None
+        # The age as Snapshot.status computes it, so both agree to the microsecond.
+        age = max(0.0, (now - entry.origin).total_seconds())
+        return None if age > self.max_staleness else (entry, age)
+
+    def metric(self, workload: str, metric: str, now: datetime) -> bytes | None:
+        """The ``ExternalMetricValueList`` body, or None when not servable as cached.
+
+        Parameters
+        ----------
+        workload, metric : str
+            Names as requested.
+        now : datetime
+            The current time (tz-aware).
+
+        Returns
+        -------
+        bytes or None
+            None for an unknown workload or metric, no forecast, or data older than
+            ``max_staleness`` at ``now``: the caller answers through the checked path.
+        """
+        found = self._fresh(workload, now)
+        return None if found is None else found[0].metrics.get(metric)
+
+    def keda(self, workload: str, now: datetime) -> bytes | None:
+        """The KEDA forecast document with ``dataAgeSeconds`` at ``now``, or None (see
+        :meth:`metric`)."""
+        found = self._fresh(workload, now)
+        if found is None:
+            return None
+        entry, age = found
+        # json writes a float as its repr: splice exactly what encoding the document would.
+        return entry.keda_head + repr(round(age, 3)).encode() + entry.keda_tail
