@@ -25,6 +25,7 @@ from forecaster.models.base import BaseForecaster
 from forecaster.panel import Panel
 
 MULTI_HORIZON = ("stacked", "per-horizon")
+BASELINES = ("last-value", "none")
 
 
 def _lightgbm(model: QuantileGradientBoosting, quantile: float) -> Any:
@@ -82,6 +83,10 @@ class QuantileGradientBoosting(BaseForecaster):
         ``lightgbm`` or ``hist-gbm`` (scikit-learn's HistGradientBoostingRegressor).
     multi_horizon
         ``stacked`` (horizon as a feature) or ``per-horizon`` (one regressor per horizon).
+    baseline
+        ``last-value``: the regressors learn the change from the value at the origin (both
+        divided by the scale), so trees refine a strong forecast instead of rebuilding the
+        level from coarse leaves; ``none``: they learn the scaled value itself.
     calibration_window
         Most recent span of the training data held out for conformal calibration, or None.
     max_train_rows
@@ -113,6 +118,7 @@ class QuantileGradientBoosting(BaseForecaster):
         features: FeatureConfig | None = None,
         engine: str = "lightgbm",
         multi_horizon: str = "stacked",
+        baseline: str = "last-value",
         calibration_window: str | None = "3d",
         max_train_rows: int = 200_000,
         n_estimators: int = 200,
@@ -127,6 +133,7 @@ class QuantileGradientBoosting(BaseForecaster):
         self.features = features
         self.engine = engine
         self.multi_horizon = multi_horizon
+        self.baseline = baseline
         self.calibration_window = calibration_window
         self.max_train_rows = max_train_rows
         self.n_estimators = n_estimators
@@ -139,6 +146,8 @@ class QuantileGradientBoosting(BaseForecaster):
     def _fit_panel(self, panel: Panel) -> None:
         if self.engine not in ENGINES:
             raise ConfigError(f"`engine` must be one of {list(ENGINES)}, got {self.engine!r}")
+        if self.baseline not in BASELINES:
+            raise ConfigError(f"`baseline` must be one of {list(BASELINES)}, got {self.baseline!r}")
         if self.multi_horizon not in MULTI_HORIZON:
             raise ConfigError(
                 f"`multi_horizon` must be one of {list(MULTI_HORIZON)}, got {self.multi_horizon!r}"
@@ -147,7 +156,7 @@ class QuantileGradientBoosting(BaseForecaster):
         origins = self._training_origins(panel, self.horizons)
         train, calibration = self._split(panel, origins)
         matrix = build_features(panel, train, self.horizons, self.features_, self._codes(panel))
-        ratio = target_values(panel, matrix) / matrix.scale
+        ratio = target_values(panel, matrix) / matrix.scale - self._anchor(matrix)
         rows = np.flatnonzero(np.isfinite(ratio))
         if rows.size < 10 * len(self.horizons):
             raise NotEnoughHistoryError(
@@ -206,17 +215,27 @@ class QuantileGradientBoosting(BaseForecaster):
             ((h, q), q, rows[horizon[rows] == h]) for h in self.horizons for q in self.quantiles
         ]
 
+    def _anchor(self, matrix: FeatureMatrix) -> np.ndarray:
+        """What the regressors' targets are relative to, in scaled units, per row."""
+        if self.baseline == "none":
+            return np.zeros(len(matrix.X))
+        if "lag_0" not in matrix.names:
+            raise ConfigError("`baseline='last-value'` needs lag 0 in the feature `lags`")
+        last = matrix.X[:, matrix.names.index("lag_0")].astype(float)
+        # A gap at the origin: the scale is the trailing mean, so 1 is the recent level.
+        return np.where(np.isfinite(last), last, 1.0)
+
     def _raw_predict(self, matrix: FeatureMatrix) -> np.ndarray:
         X = matrix.X[:, self.columns_used_]
-        out = np.zeros((len(X), len(self.quantiles)))
+        out = np.tile(self._anchor(matrix)[:, None], (1, len(self.quantiles)))
         for j, q in enumerate(self.quantiles):
             if self.multi_horizon == "stacked":
-                out[:, j] = self.regressors_[(None, q)].predict(X)
+                out[:, j] += self.regressors_[(None, q)].predict(X)
                 continue
             for h in self.horizons:
                 sel = matrix.horizon == h
                 if sel.any():
-                    out[sel, j] = self.regressors_[(h, q)].predict(X[sel])
+                    out[sel, j] += self.regressors_[(h, q)].predict(X[sel])
         return out
 
     def _predict_panel(self, panel: Panel, origins: Sequence[np.ndarray]) -> np.ndarray:

@@ -150,3 +150,15 @@ def test_gbm_multi_horizon_strategies_and_calibration_report(frame):
         model("lightgbm", multi_horizon="recursive").fit(frame)
     with pytest.raises(ConfigError, match="`engine` must be one of"):
         model("lightgbm", engine="xgboost").fit(frame)
+    with pytest.raises(ConfigError, match="`baseline` must be one of"):
+        model("lightgbm", baseline="mean").fit(frame)
+
+
+def test_last_value_baseline_needs_lag_zero(frame):
+    from forecaster.features import FeatureConfig
+
+    no_lag_zero = FeatureConfig(lags=(1, 2))
+    with pytest.raises(ConfigError, match="needs lag 0"):
+        model("lightgbm", features=no_lag_zero).fit(frame)
+    fitted = model("lightgbm", features=no_lag_zero, baseline="none").fit(frame)
+    assert np.isfinite(fitted.predict(frame)[["q0.1", "q0.5", "q0.9"]].to_numpy()).all()
