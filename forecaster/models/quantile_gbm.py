@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from forecaster.calibration import ConformalCalibrator
 from forecaster.duration import parse_duration
@@ -97,9 +98,9 @@ class QuantileGradientBoosting(BaseForecaster):
     random_state
         Seed of the row sample and of the engine.
     n_jobs
-        LightGBM threads. One by default: on a small shared machine OpenMP threads that wait
-        for a busy core make a fit many times slower, and walk-forward runs parallelize
-        better across models or workloads than inside one booster.
+        Threads of either engine (OpenMP). One by default: on a small shared machine, OpenMP
+        threads that wait for a busy core make a fit many times slower, and walk-forward runs
+        parallelize better across models or workloads than inside one booster.
 
     Examples
     --------
@@ -170,10 +171,11 @@ class QuantileGradientBoosting(BaseForecaster):
         self.columns_used_ = np.flatnonzero(np.isfinite(matrix.X[rows]).any(axis=0))
         self.feature_names_ = tuple(matrix.names[i] for i in self.columns_used_)
         X = matrix.X[:, self.columns_used_]
-        self.regressors_ = {
-            key: ENGINES[self.engine](self, q).fit(X[sel], ratio[sel])
-            for key, q, sel in self._groups(matrix.horizon, rows)
-        }
+        with threadpool_limits(self.n_jobs, user_api="openmp"):
+            self.regressors_ = {
+                key: ENGINES[self.engine](self, q).fit(X[sel], ratio[sel])
+                for key, q, sel in self._groups(matrix.horizon, rows)
+            }
         self.calibrator_: ConformalCalibrator | None = None
         if calibration is not None:
             cal = build_features(
@@ -226,16 +228,20 @@ class QuantileGradientBoosting(BaseForecaster):
         return np.where(np.isfinite(last), last, 1.0)
 
     def _raw_predict(self, matrix: FeatureMatrix) -> np.ndarray:
+        with threadpool_limits(self.n_jobs, user_api="openmp"):
+            return self._anchor(matrix)[:, None] + self._regressor_outputs(matrix)
+
+    def _regressor_outputs(self, matrix: FeatureMatrix) -> np.ndarray:
         X = matrix.X[:, self.columns_used_]
-        out = np.tile(self._anchor(matrix)[:, None], (1, len(self.quantiles)))
+        out = np.zeros((len(X), len(self.quantiles)))
         for j, q in enumerate(self.quantiles):
             if self.multi_horizon == "stacked":
-                out[:, j] += self.regressors_[(None, q)].predict(X)
+                out[:, j] = self.regressors_[(None, q)].predict(X)
                 continue
             for h in self.horizons:
                 sel = matrix.horizon == h
                 if sel.any():
-                    out[sel, j] += self.regressors_[(h, q)].predict(X[sel])
+                    out[sel, j] = self.regressors_[(h, q)].predict(X[sel])
         return out
 
     def _predict_panel(self, panel: Panel, origins: Sequence[np.ndarray]) -> np.ndarray:
