@@ -70,15 +70,22 @@ class FrameSource:
         first, last = int(pd.Timestamp(start).timestamp()), int(pd.Timestamp(end).timestamp())
         seconds = np.arange(first, last + 1, int(step), dtype=np.int64)
         grid = pd.to_datetime(seconds, unit="s", utc=True)
-        parts = []
-        for name, query in queries.items():
+        cells = (seconds - self.start) // STEP
+        columns = []
+        for query in queries.values():
             values = self.values[query]
-            cells = (seconds - self.start) // STEP
             inside = (cells >= 0) & (cells < len(values))
             column = np.full(len(seconds), np.nan)
             column[inside] = values[cells[inside]]
-            parts.append(pd.DataFrame({"series": name, "timestamp": grid, "value": column}))
-        frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+            columns.append(column)
+        # One long frame for the whole batch, built once (as the Prometheus source returns it).
+        frame = pd.DataFrame(
+            {
+                "series": np.repeat(np.asarray(list(queries), dtype=object), len(seconds)),
+                "timestamp": np.tile(grid, len(columns)),
+                "value": np.concatenate(columns),
+            }
+        )
         return PrometheusHistory(frame, (), grid[0], grid[-1], int(step))
 
 
@@ -334,18 +341,20 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     cores = len(os.sched_getaffinity(0))
-    busy = max(load_before, os.getloadavg()[0])
+    load_after = os.getloadavg()[0]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
         "# Serving latency and refresh cycle\n\n"
-        f"Machine: {cores} cores, shared by the server and the load generator; 1-minute load "
-        f"average up to {busy:.1f} from other work during the run. "
+        f"Machine: {cores} cores, shared by the server and the load generator (and by other "
+        f"jobs: 1-minute load average {load_before:.2f} before the run, {load_after:.2f} "
+        "after it, the benchmark's own load included). "
         f"Load: {load['tool']}, {CONNECTIONS} connections, {args.duration} s, on "
         "`GET /apis/external.metrics.k8s.io/v1beta1/namespaces/default/"
         "prewarm_desired_replicas?labelSelector=workload%3Dw0001` of a server holding "
         f"{args.workloads} workloads. Refresh: {args.workloads} workloads at a {STEP} s step, "
-        "one new point each per tick from an in-memory source, one batched plan with a "
-        "last-value `PrewarmModel`, 5 ticks after the first.\n\n"
+        "one new point each per tick from an in-memory source (batched fetch: at most "
+        "`fetch_workers` = 4 source calls per tick), one batched plan with a last-value "
+        "`PrewarmModel`, 5 ticks after the first.\n\n"
         f"{table}\n\n"
         f"Workloads fresh after the last refresh: {cycle['fresh']} of {args.workloads}.\n"
         "Reproduce: `python benchmarks/serving_latency.py`.\n"

@@ -74,8 +74,9 @@ def encode_metric(forecast: WorkloadForecast, metric: str) -> bytes:
 
 @dataclass(frozen=True)
 class _Encoded:
-    """One workload's bodies and the moment its data was taken."""
+    """One workload's bodies, the forecast they encode and the moment its data was taken."""
 
+    forecast: WorkloadForecast
     origin: datetime
     metrics: dict[str, bytes]
     keda_head: bytes
@@ -89,19 +90,29 @@ class Replies:
     ----------
     snapshot : Snapshot
         The snapshot whose forecasts are encoded (workloads without one get no entry).
+    reuse : Replies or None
+        The previous snapshot's replies: a forecast carried over unchanged (the same object:
+        no new data, same model) keeps its bodies instead of being encoded again, so a
+        refresh that renews few forecasts costs the event loop little.
     """
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, reuse: Replies | None = None) -> None:
         self.max_staleness = snapshot.max_staleness
         self._entries: dict[str, _Encoded] = {}
+        previous = reuse._entries if reuse is not None else {}
         for name, state in snapshot.states.items():
             forecast = state.forecast
             if forecast is None:
+                continue
+            kept = previous.get(name)
+            if kept is not None and kept.forecast is forecast:
+                self._entries[name] = kept
                 continue
             document = forecast_document(forecast, 0.0)
             document["dataAgeSeconds"] = _AGE_MARK
             head, _, tail = k8s.encode_json(document).partition(f'"{_AGE_MARK}"'.encode())
             self._entries[name] = _Encoded(
+                forecast=forecast,
                 origin=forecast.origin,
                 metrics={m: encode_metric(forecast, m) for m in k8s.EXTERNAL_METRICS},
                 keda_head=head,

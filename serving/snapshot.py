@@ -164,6 +164,14 @@ class Snapshot:
         """
         return Replies(self)
 
+    def encode_replies(self, reuse: Snapshot | None = None) -> Replies:
+        """Build :attr:`replies` now (once), keeping ``reuse``'s bodies of unchanged forecasts."""
+        built = vars(self).get("replies")
+        if built is None:
+            previous = vars(reuse).get("replies") if reuse is not None else None
+            built = vars(self)["replies"] = Replies(self, previous)
+        return built
+
     def state(self, workload: str) -> WorkloadState:
         """Return the state of ``workload``.
 
@@ -256,7 +264,7 @@ class SnapshotStore:
 
         The encoding happens here, in the publisher's thread, so that no request pays for it.
         """
-        snapshot.replies  # noqa: B018  (builds the cached encodings)
+        snapshot.encode_replies(reuse=self._snapshot)
         with self._changed:
             self._snapshot = snapshot
             self._changed.notify_all()

@@ -110,3 +110,22 @@ def test_selector_cache_by_raw_query() -> None:
         with pytest.raises(SelectorError):
             workload_for_query("labelSelector=workload+in+%28chat")
     assert workload_for_query.cache_info().maxsize == 1024
+
+
+def test_unchanged_forecasts_keep_their_bodies_across_publishes() -> None:
+    first = snapshot()
+    store = SnapshotStore(first)
+    store.publish(first)
+    renewed = forecast("chat", NOW, desired_replicas=4)
+    second = Snapshot(
+        states={**first.states, "chat": WorkloadState("chat", renewed)},
+        max_staleness=60.0,
+        generated_at=NOW,
+    )
+    store.publish(second)
+    now = NOW + timedelta(seconds=1)
+    embed_before = first.replies.metric("embed", k8s.METRIC_DESIRED_REPLICAS, now)
+    embed_after = second.replies.metric("embed", k8s.METRIC_DESIRED_REPLICAS, now)
+    assert embed_after is embed_before  # carried over, not encoded again
+    chat = json.loads(second.replies.metric("chat", k8s.METRIC_DESIRED_REPLICAS, now) or b"")
+    assert chat["items"][0]["value"] == "4"
