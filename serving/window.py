@@ -134,6 +134,9 @@ class RollingWindow:
         self._sources_lock = threading.Lock()
         # Per workload: the last grid second received, and the kept frame part.
         self._last_fetched: dict[str, int] = {}
+        # The same moments as Timestamps, made once per new point: the refresher asks for
+        # them several times per workload per tick.
+        self._last_stamp: dict[str, pd.Timestamp] = {}
         self._parts: dict[str, _Part] = {}
         self._columns: list[str] = ["series", "timestamp", "value"]
         for w in workloads:
@@ -286,7 +289,9 @@ class RollingWindow:
         if not len(finite):
             return 0
         newest = int(times[finite[-1]])
-        self._last_fetched[name] = newest
+        if newest != last:
+            self._last_fetched[name] = newest
+            self._last_stamp[name] = pd.Timestamp(newest, unit="s", tz="UTC")
         if last is None:
             return len(finite)
         return int(np.count_nonzero(times[finite] > last))
@@ -301,8 +306,7 @@ class RollingWindow:
     # -- reading ---------------------------------------------------------------------------
     def last_data(self, name: str) -> pd.Timestamp | None:
         """Time of the newest finite value of ``name``, or None."""
-        last = self._last_fetched.get(name)
-        return None if last is None else pd.Timestamp(last, unit="s", tz="UTC")
+        return self._last_stamp.get(name)
 
     def frame(self, names: Sequence[str] | None = None) -> pd.DataFrame:
         """The kept history of ``names`` (default: all), each cut after its last value.
