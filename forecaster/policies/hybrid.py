@@ -13,6 +13,9 @@ from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.predictive import QUANTILE_GRID, PredictivePolicy
 from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
 
+# Forecast-path utilizations tried at the top quantile only (margin beyond the forecast).
+TAIL_UTILIZATION = (0.8, 0.6)
+
 
 class HybridPolicy:
     """``max(predictive, reactive)`` the way Kubernetes computes it.
@@ -61,12 +64,20 @@ class HybridPolicy:
         The two paths are searched jointly: a higher quantile lets the reactive path run
         hotter, and the cheapest pair is not the best of each alone. The forecast path runs
         at utilization 1: its quantile already is the margin for forecast error, and a
-        second margin on top of it only adds idle replicas.
+        second margin on top of it only adds idle replicas, except past the top quantile.
         """
-        return tuple(
+        joint = [
             {"quantile": q, "target_utilization": u, "forecast_utilization": 1.0, "tolerance": t}
             for q, u, t in itertools.product(QUANTILE_GRID, REACTIVE_PATH_GRID, TOLERANCE_GRID)
-        )
+        ]
+        # Past the top quantile the frontier still has to reach the SLO on traces whose
+        # bursts no quantile foresees: there the forecast path buys margin with utilization.
+        tail = [
+            {"quantile": QUANTILE_GRID[-1], "target_utilization": u, "forecast_utilization": f}
+            | {"tolerance": t}
+            for f, u, t in itertools.product(TAIL_UTILIZATION, REACTIVE_PATH_GRID, TOLERANCE_GRID)
+        ]
+        return tuple(joint + tail)
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the two-metric HPA keeps at each simulation step."""

@@ -8,6 +8,7 @@ import pytest
 
 from forecaster.backtest.workload import WorkloadSpec
 from forecaster.policies import Observation, QuantileForecast, make_policy, policy_class
+from forecaster.policies.hybrid import TAIL_UTILIZATION
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID
 
@@ -16,9 +17,13 @@ SPEC = WorkloadSpec(capacity_per_replica=10.0, cold_start=60, target_utilization
 
 def test_hybrid_grid_is_the_joint_product() -> None:
     grid = policy_class("hybrid").sweep_grid(SPEC)
-    pairs = {(p["quantile"], p["target_utilization"], p["tolerance"]) for p in grid}
-    assert len(grid) == len(pairs) == len(QUANTILE_GRID) * len(REACTIVE_PATH_GRID) * 2
-    assert {p["forecast_utilization"] for p in grid} == {1.0}
+    joint = [p for p in grid if p["forecast_utilization"] == 1.0]
+    pairs = {(p["quantile"], p["target_utilization"], p["tolerance"]) for p in joint}
+    assert len(joint) == len(pairs) == len(QUANTILE_GRID) * len(REACTIVE_PATH_GRID) * 2
+    # the extra margin points sit past the top quantile, more conservative than any other
+    tail = [p for p in grid if p["forecast_utilization"] < 1.0]
+    assert {p["quantile"] for p in tail} == {QUANTILE_GRID[-1]}
+    assert len(tail) == len(TAIL_UTILIZATION) * len(REACTIVE_PATH_GRID) * 2
 
 
 @pytest.mark.parametrize("name", ["reactive", "seasonal-naive", "hybrid"])
