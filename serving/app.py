@@ -201,6 +201,10 @@ def uvicorn_config(app: Any, settings: ServingSettings, **overrides: Any) -> uvi
     With ``client_ca`` the TLS handshake verifies every client certificate presented against
     it (the aggregator's front-proxy CA); clients without one are still accepted, because the
     kubelet's probes cannot present one.
+
+    Uvicorn's ``auto`` loop and HTTP parser pick ``uvloop`` and ``httptools`` (installed with
+    ``uvicorn[standard]``): several times cheaper per request than asyncio's loop and h11.
+    No access log: one log line per request would cost more than the answer.
     """
     options: dict[str, Any] = {
         "host": settings.host,
