@@ -30,6 +30,7 @@ import pandas as pd
 
 from serving.models import ModelWatcher, PlanningModel, ServedModel, check_plan
 from serving.observability import ServingMetrics
+from serving.planner import ProcessPlanner
 from serving.settings import RefreshConfig, WorkloadConfig
 from serving.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
 from serving.window import HistorySource, RollingWindow, WorkloadQuery
@@ -88,6 +89,7 @@ class Refresher:
             name: deque(maxlen=1024) for name in self.workloads
         }
         self._fresh: dict[str, bool] = {}
+        self.planner = ProcessPlanner() if config.plan_in_process else None
 
     # -- window ----------------------------------------------------------------------------
     def _window_for(self, model: PlanningModel) -> RollingWindow:
@@ -248,7 +250,7 @@ class Refresher:
         if not names:
             return forecasts, problems
         try:
-            plans = [model.plan(window.frame(names))]
+            plans = [self._plan_batch(served, window.frame(names))]
         except Exception as exc:
             # One bad series must not take every workload down: plan them one by one.
             logger.warning(
@@ -294,6 +296,25 @@ class Refresher:
                 if not pending or pending[-1][0] < due:
                     pending.append((due, forecast.forecast_demand))
         return forecasts, problems
+
+    def _plan_batch(self, served: ServedModel, frame: pd.DataFrame) -> pd.DataFrame:
+        """One plan of every workload of ``frame``: in the child process when configured."""
+        if self.planner is not None:
+            try:
+                return self.planner.plan(served, frame)
+            except Exception as exc:
+                # The child may have failed for its own reasons (a model that cannot be sent
+                # across, a dead process): the model gets one more chance here before the
+                # caller plans workload by workload.
+                logger.warning(
+                    "planning in the child process failed, planning here",
+                    extra={
+                        "model_version": served.version,
+                        "error": f"{type(exc).__name__}: {exc}",
+                    },
+                )
+        plan: pd.DataFrame = served.model.plan(frame)
+        return plan
 
     def _score(self, window: RollingWindow) -> None:
         """Online accuracy: forecasts whose target time has arrived against the actual demand."""
@@ -346,9 +367,11 @@ class Refresher:
                 await asyncio.wait_for(stop.wait(), timeout=delay)
 
     def close(self) -> None:
-        """Release the fetch threads and sources."""
+        """Release the fetch threads, the sources and the planning process."""
         if self.window is not None:
             self.window.close()
+        if self.planner is not None:
+            self.planner.close()
 
 
 def _forecast(

@@ -132,6 +132,10 @@ class RefreshConfig:
         Seconds between two look-ups of the registry alias.
     fetch_workers : int, default 8
         Batches of workloads fetched concurrently (one source call per batch).
+    plan_in_process : bool, default False
+        Plan in a child process (:mod:`serving.planner`) instead of a thread of the serving
+        process, so that planning does not hold the interpreter lock the requests need.
+        ``prewarm serve`` turns it on.
     """
 
     workloads: Sequence[WorkloadConfig]
@@ -141,6 +145,7 @@ class RefreshConfig:
     history_window: float | None = None
     model_poll_interval: float = 60.0
     fetch_workers: int = 8
+    plan_in_process: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "workloads", tuple(self.workloads))
@@ -207,4 +212,5 @@ def refresh_config_from_project(config: Any) -> RefreshConfig:
         max_staleness=float(serving.max_staleness),
         history_window=float(window) if window else None,
         model_poll_interval=float(serving.poll_model_every),
+        plan_in_process=True,
     )

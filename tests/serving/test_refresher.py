@@ -222,3 +222,28 @@ def test_unknown_workload_and_waiting_state(now: pd.Timestamp) -> None:
         snapshot.forecast("chat")
     with pytest.raises(UnknownWorkloadError, match="unknown workload 'nope'"):
         snapshot.forecast("nope")
+
+
+def test_planning_in_a_child_process_gives_the_same_forecasts(now: pd.Timestamp) -> None:
+    here, source, _ = build(now)
+    there, _, _ = build(now, plan_in_process=True)
+    there.source_factory = lambda: source  # the same data for both
+    try:
+        for k in (0, 1):
+            later = now + pd.Timedelta(seconds=k * STEP)
+            if k:
+                source.extend(later, {"chat": 80.0, "embed": 3.0})
+            a = here.tick(later.to_pydatetime())
+            b = there.tick(later.to_pydatetime())
+            for name in LEVELS:
+                fa, fb = a.forecast(name), b.forecast(name)
+                assert (fa.desired_replicas, fa.forecast_demand, fa.origin) == (
+                    fb.desired_replicas,
+                    fb.forecast_demand,
+                    fb.origin,
+                )
+        # The plan came from the child (set only once a child plan returned).
+        assert there.planner is not None and there.planner._loaded is not None
+    finally:
+        here.close()
+        there.close()
