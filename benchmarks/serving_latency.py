@@ -160,9 +160,11 @@ def serve(port: int, n: int, refresh_every: float | None = None) -> None:
     import uvicorn
 
     from serving.app import create_app, uvicorn_config
+    from serving.observability import configure_logging
     from serving.runtime import ServingComponents
     from serving.settings import ServingSettings
 
+    configure_logging("WARNING")  # warnings with their fields, as `prewarm serve` logs them
     config, source, planner = build(n)
     if refresh_every is not None:
         config = dataclasses.replace(config, refresh_interval=3600.0)  # ticks driven below
@@ -297,10 +299,11 @@ def latency(n: int, duration: int, refresh_every: float | None = None) -> dict[s
 # -- 2. refresh cycle ----------------------------------------------------------------------
 def refresh(n: int, ticks: int = 5) -> dict[str, Any]:
     from serving.models import ModelWatcher
-    from serving.observability import ServingMetrics
+    from serving.observability import ServingMetrics, configure_logging
     from serving.refresher import Refresher, empty_snapshot
     from serving.snapshot import SnapshotStore
 
+    configure_logging("WARNING")
     config, source, planner = build(n)
     store = SnapshotStore(empty_snapshot(config))
     refresher = Refresher(
