@@ -334,6 +334,32 @@ def refresh(n: int, ticks: int = 5) -> dict[str, Any]:
     }
 
 
+def _reading(busy_runs: list[dict[str, Any]]) -> str:
+    """How to read the latency rows (the tail depends on what else wants the two cores)."""
+    worst = max(r["p99_ms"] for r in busy_runs)
+    text = (
+        "Reading: at 64 connections kept busy, latency is mostly queueing (64 / requests "
+        "per second is the mean), so the tail follows how much of the two cores the server "
+        "gets: wrk runs on the same cores, and so do other jobs on this shared machine; "
+        "repeated runs spread accordingly."
+    )
+    if worst >= TARGETS["p99_ms"]:
+        text += (
+            f" While refreshing, p99 misses the target by up to {worst - TARGETS['p99_ms']:.1f}"
+            " ms: for about a second every 15 s the planning child takes one of the two "
+            "cores, and the server process itself still spends a few hundred milliseconds of "
+            "interpreter time per refresh (appending the new points, building the history "
+            "frame and sending it, encoding the new replies), during which requests queue."
+        )
+    return text
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run whose p99 is the median (the lower middle one for an even count)."""
+    ordered = sorted(runs, key=lambda r: r["p99_ms"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def _met(ok: bool) -> str:
     return "yes" if ok else "NO"
 
@@ -348,14 +374,22 @@ def main() -> None:
         help="seconds of load while the server refreshes every workload every 15 s",
     )
     parser.add_argument("--workloads", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each load scenario")
     args = parser.parse_args()
 
     load_before = os.getloadavg()[0]
-    load = latency(args.workloads, args.duration)
-    busy = latency(args.workloads, args.refresh_duration, refresh_every=15.0)
+    # Each scenario runs several times on a fresh server: the run with the median p99 is
+    # shown, and the worst p99 beside it, so one lucky or unlucky run does not decide.
+    idle_runs = [latency(args.workloads, args.duration) for _ in range(args.repeats)]
+    busy_runs = [
+        latency(args.workloads, args.refresh_duration, refresh_every=15.0)
+        for _ in range(args.repeats)
+    ]
+    load, busy = _median_run(idle_runs), _median_run(busy_runs)
     cycle = refresh(args.workloads)
     rows = []
-    for label, result in (("", load), (", refreshing", busy)):
+    for label, result, runs in (("", load, idle_runs), (", refreshing", busy, busy_runs)):
+        worst = max(r["p99_ms"] for r in runs)
         rows += [
             (f"metric p50 latency{label}", f"{result['p50_ms']:.2f} ms", "", ""),
             (
@@ -363,6 +397,12 @@ def main() -> None:
                 f"{result['p99_ms']:.2f} ms",
                 f"< {TARGETS['p99_ms']:g} ms",
                 _met(result["p99_ms"] < TARGETS["p99_ms"]),
+            ),
+            (
+                f"metric p99 latency{label}, worst of {len(runs)}",
+                f"{worst:.2f} ms",
+                f"< {TARGETS['p99_ms']:g} ms",
+                _met(worst < TARGETS["p99_ms"]),
             ),
             (
                 f"requests/s (64 connections){label}",
@@ -411,7 +451,9 @@ def main() -> None:
         f"Load: {load['tool']}, {CONNECTIONS} connections, on "
         "`GET /apis/external.metrics.k8s.io/v1beta1/namespaces/default/"
         "prewarm_desired_replicas?labelSelector=workload%3Dw0001` of a server holding "
-        f"{args.workloads} workloads: {args.duration} s with the data not moving (the "
+        f"{args.workloads} workloads, each scenario {args.repeats} times on a fresh server "
+        "(shown: the run with the median p99, and the worst p99): "
+        f"{args.duration} s with the data not moving (the "
         "periodic ticks find nothing to plan), then, on a new server, "
         f"{args.refresh_duration} s (rows marked *refreshing*) while a new point arrives for "
         "every workload and the refresher plans all of them every 15 s (fetch and snapshot "
@@ -422,7 +464,9 @@ def main() -> None:
         "per tick), one batched plan with a last-value `PrewarmModel` in the planning child "
         "process (history sent over, plan sent back), 5 ticks after the first.\n\n"
         f"{table}\n\n"
-        f"Workloads fresh after the last refresh: {cycle['fresh']} of {args.workloads}.\n"
+        f"Workloads fresh after the last refresh: {cycle['fresh']} of {args.workloads}.\n\n"
+        + _reading(busy_runs)
+        + "\n"
         "Reproduce: `python benchmarks/serving_latency.py`.\n"
     )
     print(f"\nwritten to {RESULTS.relative_to(ROOT)}")
