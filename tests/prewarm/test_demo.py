@@ -46,8 +46,8 @@ def test_local_store_has_one_run_and_a_champion(demo_run):
     experiment = client.get_experiment_by_name("prewarm")
     assert len(client.search_runs([experiment.experiment_id])) == 1
     versions = client.search_model_versions("name='prewarm-demo'")
-    assert [v.version for v in versions] == ["1"]
-    assert client.get_model_version_by_alias("prewarm-demo", "champion").version == "1"
+    assert [str(v.version) for v in versions] == ["1"]
+    assert str(client.get_model_version_by_alias("prewarm-demo", "champion").version) == "1"
 
 
 def test_report_files_and_consistent_numbers(demo_run):
