@@ -18,11 +18,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	touch $(STAMP)
 
-DEMO_TRACE := data/twitter_volume_amzn_5min.csv
-
 demo: $(STAMP)
-	$(BIN)/prewarm evaluate $(DEMO_TRACE) --eval-days 2 --models last-value,ewma,seasonal-naive-daily,lightgbm
-	$(BIN)/prewarm backtest $(DEMO_TRACE) --report-dir prewarm-report --json prewarm-report/backtest.json
+	$(BIN)/prewarm demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
