@@ -66,8 +66,13 @@ def run_demo(
         document = backtest_report.to_json(result, info)
         backtest_report.write_report(result, document, out / name, settings.seed)
         workloads[name] = {
+            "slo_unserved_fraction": spec.slo_unserved_fraction,
             "cost_at_slo": document["cost_at_slo"],
             "savings_at_slo": document["savings_at_slo"],
+            "unserved_fraction": {
+                policy: numbers["unserved_fraction"]
+                for policy, numbers in document["policies"].items()
+            },
         }
         if progress is not None:
             progress("backtest", done + 1, len(config.specs))
@@ -111,7 +116,32 @@ def _markdown(summary: dict[str, Any]) -> str:
             f"{_percent(s['oracle_gap'])} |"
         )
     lines += ["", "Savings are at the SLO: each policy at its cheapest setting that meets it."]
+    lines += [f"- {name}: {_headline(numbers)}" for name, numbers in summary["workloads"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _headline(numbers: dict[str, Any]) -> str:
+    """One sentence on a workload: hybrid's savings at the SLO, or how close it came."""
+    s = numbers["savings_at_slo"]
+    if numbers["cost_at_slo"].get("hybrid") is not None:
+        return (
+            f"hybrid at the SLO saves {_percent(s['vs_reactive'])} vs reactive, "
+            f"{_percent(s['vs_static'])} vs static; {_percent(s['oracle_gap'])} above the oracle"
+        )
+    unserved = numbers["unserved_fraction"]
+    return (
+        f"no setting of hybrid meets the {numbers['slo_unserved_fraction']:.1%} SLO: its best "
+        f"leaves {unserved['hybrid']:.2%} of the work unserved, the reactive HPA's best "
+        f"{unserved['reactive']:.2%}"
+    )
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _next_steps(summary: dict[str, Any], config_path: Path) -> str:
@@ -120,7 +150,7 @@ def _next_steps(summary: dict[str, Any], config_path: Path) -> str:
         [
             "Next:",
             f"  mlflow ui --backend-store-uri {uri}        # runs, metrics, plots, the champion",
-            f"  prewarm serve --config {config_path}      # replays the traces as live data",
+            f"  prewarm serve --config {_shown(config_path)}   # replays the traces as live data",
             "  curl -s 'http://127.0.0.1:8080/apis/external.metrics.k8s.io/v1beta1/namespaces/"
             "default/prewarm_desired_replicas?labelSelector=workload%3Dviral-launch'",
         ]
@@ -156,10 +186,6 @@ def demo(out: Path, config_path: Path, tracking_uri: str | None) -> None:
     show = console()
     show.print(f"[bold]{summary['training']['message']}[/bold]")
     for name, numbers in summary["workloads"].items():
-        s = numbers["savings_at_slo"]
-        show.print(
-            f"{name}: hybrid at the SLO saves {_percent(s['vs_reactive'])} vs reactive, "
-            f"{_percent(s['vs_static'])} vs static; {_percent(s['oracle_gap'])} above the oracle"
-        )
+        show.print(f"{name}: {_headline(numbers)}")
     show.print(f"Report: {out / 'README.md'}")
     show.print(_next_steps(summary, config_path))

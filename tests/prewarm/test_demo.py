@@ -31,8 +31,15 @@ def demo_run(tmp_path_factory) -> tuple[Path, str, str]:
 
 
 def test_summary_names_savings_and_next_commands(demo_run):
-    _, uri, output = demo_run
-    assert "hybrid at the SLO saves" in output
+    report, uri, output = demo_run
+    summary = json.loads((report / "summary.json").read_text())
+    for name, numbers in summary["workloads"].items():
+        (line,) = [line for line in output.splitlines() if line.startswith(f"{name}: ")]
+        if numbers["cost_at_slo"]["hybrid"] is None:
+            assert "no setting of hybrid meets the 0.1% SLO" in line
+        else:
+            saving = numbers["savings_at_slo"]["vs_reactive"]
+            assert f"hybrid at the SLO saves {saving:.0%} vs reactive" in line
     assert f"mlflow ui --backend-store-uri {uri}" in output
     assert "prewarm serve --config" in output
     assert "labelSelector=workload%3D" in output
