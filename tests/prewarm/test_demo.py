@@ -81,3 +81,46 @@ def test_plots_are_images_of_the_expected_size(demo_run):
         assert png_size(report / name / "capacity.png") == (1210, 1518)
         assert png_size(report / name / "frontier.png") == (880, 550)
         assert (report / name / "capacity.png").stat().st_size > 20_000
+
+
+def test_serve_on_the_demo_config_answers_the_external_metric(demo_run):
+    """The README's next step: `prewarm serve --config examples/demo.yaml`, then curl."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from prewarm.demo import DEMO_CONFIG
+    from tests.integration.prometheus import free_port
+
+    _, uri, _ = demo_run
+    port, grpc_port = free_port(), free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prewarm", "serve", "--config", str(DEMO_CONFIG),
+         "--port", str(port), "--grpc-port", str(grpc_port), "--tracking-uri", uri],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = (
+        f"http://127.0.0.1:{port}/apis/external.metrics.k8s.io/v1beta1/namespaces/default/"
+        "prewarm_desired_replicas?labelSelector=workload%3Dviral-launch"
+    )
+    try:
+        deadline, answer = time.monotonic() + 90, None
+        while time.monotonic() < deadline:
+            try:
+                answer = httpx.get(url, timeout=2)
+                if answer.status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(1)
+        assert answer is not None and answer.status_code == 200, answer and answer.text
+        body = answer.json()
+        assert body["kind"] == "ExternalMetricValueList"
+        (item,) = body["items"]
+        assert item["metricLabels"] == {"workload": "viral-launch"}
+        assert 1 <= int(item["value"]) <= 60  # within the workload's min and max replicas
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
