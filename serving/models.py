@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 
+from forecaster.capacity import PLAN_COLUMNS
 from forecaster.exceptions import PrewarmError
 
 __all__ = [
@@ -36,16 +37,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-PLAN_COLUMNS = (
-    "series",
-    "origin",
-    "forecast_demand",
-    "desired_replicas",
-    "quantile",
-    "lead_time_seconds",
-)
-"""Columns a plan must have (``forecaster.capacity.plan_capacity`` output)."""
 
 
 @runtime_checkable

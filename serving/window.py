@@ -22,30 +22,16 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from training.sources.base import HistorySource
+
 __all__ = ["FetchOutcome", "HistorySource", "RollingWindow", "WorkloadQuery"]
 
 logger = logging.getLogger(__name__)
-
-
-class HistorySource(Protocol):
-    """A source of demand history on a regular grid (``training.sources``)."""
-
-    def fetch(
-        self,
-        queries: Mapping[str, str],
-        start: Any,
-        end: Any,
-        step: int | str,
-        *,
-        covariates: Mapping[str, Mapping[str, str]] | None = None,
-    ) -> Any:
-        """Return an object whose ``frame`` is the long frame ``series, timestamp, value``."""
-        ...
 
 
 @dataclass(frozen=True)
