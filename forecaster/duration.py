@@ -1,4 +1,4 @@
-"""Human durations (``30s``, ``5m``, ``2h``, ``14d``) to seconds and back."""
+"""Human durations (``30s``, ``5m``, ``2h``, ``14d``) to seconds."""
 
 from __future__ import annotations
 
@@ -42,11 +42,3 @@ def parse_duration(text: str | int | float, *, name: str = "duration") -> int:
         raise ConfigError(f"`{name}` must be a positive whole number of seconds, got {text!r}")
     return int(seconds)
 
-
-def format_duration(seconds: float) -> str:
-    """Shortest exact spelling of ``seconds`` in the largest whole unit (``600`` -> ``10m``)."""
-    for unit in ("w", "d", "h", "m"):
-        size = _UNITS[unit]
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"

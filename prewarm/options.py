@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -71,5 +71,3 @@ def progress_bar() -> Any:
         transient=True,
     )
 
-
-Callback = Callable[[str, int, int], None]

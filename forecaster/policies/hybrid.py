@@ -17,7 +17,7 @@ from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, Rea
 TAIL_UTILIZATION = (0.8, 0.6)
 
 
-class HybridPolicy:
+class HybridPolicy(ReactivePolicy):
     """``max(predictive, reactive)`` the way Kubernetes computes it.
 
     The forecast is published as a second External metric beside the demand; the HPA takes
@@ -48,14 +48,10 @@ class HybridPolicy:
         behavior: HPABehavior | None = None,
         tolerance: float | None = None,
     ) -> None:
+        super().__init__(target_utilization, scrape_interval, rate_window, behavior, tolerance)
         self.quantile = quantile
-        self.target_utilization = target_utilization
         self.forecast_utilization = forecast_utilization
         self.hold = hold
-        self.scrape_interval = scrape_interval
-        self.rate_window = rate_window
-        self.behavior = behavior
-        self.tolerance = tolerance
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
@@ -81,14 +77,7 @@ class HybridPolicy:
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the two-metric HPA keeps at each simulation step."""
-        reactive = ReactivePolicy(
-            self.target_utilization,
-            self.scrape_interval,
-            self.rate_window,
-            self.behavior,
-            self.tolerance,
-        )
         forecast = PredictivePolicy(self.quantile, self.forecast_utilization, self.hold)
         utilization = self.forecast_utilization or obs.spec.target_utilization
-        rate = forecast.rate_at(obs, reactive.ticks(obs))
-        return reactive.plan_with(obs, [(rate, obs.spec.capacity_per_replica * utilization)])
+        rate = forecast.rate_at(obs, self.ticks(obs))
+        return self.plan_with(obs, [(rate, obs.spec.capacity_per_replica * utilization)])

@@ -21,7 +21,7 @@ HEADROOM_GRID = (0.8, 1.0, 1.2, 1.5)
 WEEK = 7 * 86400.0
 
 
-class SeasonalNaivePolicy:
+class SeasonalNaivePolicy(ReactivePolicy):
     """HPA on the demand and on ``headroom * level * demand(t + h - season)``.
 
     Parameters
@@ -53,15 +53,11 @@ class SeasonalNaivePolicy:
         behavior: HPABehavior | None = None,
         tolerance: float | None = None,
     ) -> None:
+        super().__init__(target_utilization, scrape_interval, rate_window, behavior, tolerance)
         self.headroom = headroom
         self.season = season
         self.level_window = level_window
         self.hold = hold
-        self.target_utilization = target_utilization
-        self.scrape_interval = scrape_interval
-        self.rate_window = rate_window
-        self.behavior = behavior
-        self.tolerance = tolerance
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
@@ -104,16 +100,9 @@ class SeasonalNaivePolicy:
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the two-metric HPA keeps at each simulation step."""
-        reactive = ReactivePolicy(
-            self.target_utilization,
-            self.scrape_interval,
-            self.rate_window,
-            self.behavior,
-            self.tolerance,
-        )
-        rate = self.forecast(obs)[obs.latest_origin(reactive.ticks(obs))]
+        rate = self.forecast(obs)[obs.latest_origin(self.ticks(obs))]
         target = obs.spec.capacity_per_replica * obs.spec.target_utilization
-        return reactive.plan_with(obs, [(rate, target)])
+        return self.plan_with(obs, [(rate, target)])
 
 
 def _trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
