@@ -36,11 +36,12 @@ def fitted(request, frame):
     return request.param, model(request.param).fit(frame)
 
 
-def test_fit_returns_self_and_params_round_trip(frame):
-    for name in MODELS:
-        estimator = model(name)
-        assert estimator.get_params()["horizons"] == HORIZONS
-        assert clone(estimator).get_params() == estimator.get_params()
+def test_fit_returns_self_and_params_round_trip(fitted, frame):
+    name, estimator = fitted
+    assert estimator.get_params()["horizons"] == HORIZONS
+    assert clone(estimator).get_params() == estimator.get_params()
+    fresh = model(name)
+    assert fresh.fit(frame) is fresh
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
