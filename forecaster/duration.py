@@ -41,4 +41,3 @@ def parse_duration(text: str | int | float, *, name: str = "duration") -> int:
     if seconds <= 0 or seconds != int(seconds):
         raise ConfigError(f"`{name}` must be a positive whole number of seconds, got {text!r}")
     return int(seconds)
-

@@ -70,4 +70,3 @@ def progress_bar() -> Any:
         console=Console(stderr=True),
         transient=True,
     )
-
