@@ -27,6 +27,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -43,14 +44,18 @@ from training.registry import CHAMPION, champion_version, load_model_version
 from training.scoring import ModelScore, score_model
 from training.settings import resolve_tracking_uri
 from training.sources import FetchedHistory, HistorySource, make_source
+from training.sources.ranges import describe_missing
 from training.tracking import (
     TAG_CONFIG,
     TAG_DATA,
     TAG_VERDICT,
     git_commit,
     open_store,
+    plan_signature,
     registered_versions,
+    run_name,
     same_version,
+    utc_now,
 )
 from training.validation import SeriesCheck, check_history
 
@@ -97,6 +102,7 @@ def run_training(
     progress: Progress | None = None,
     source: HistorySource | None = None,
     fit_transform: FrameTransform | None = None,
+    clock: Callable[[], datetime] = utc_now,
 ) -> TrainResult:
     """Run the whole job (see the module docs).
 
@@ -115,6 +121,8 @@ def run_training(
     fit_transform
         Applied to each fold's training rows before fitting, never to evaluation data:
         ablations, or a deliberately damaged candidate to exercise the gate.
+    clock
+        Returns the current, tz-aware time: the MLflow run is named after it.
 
     Raises
     ------
@@ -147,13 +155,9 @@ def run_training(
         if own_source:
             source.close()
     frame, step = history.frame, history.step
-    for report in history.incomplete:
-        logger.warning(
-            "workload %s (%s): %d of %d points missing",
-            report.workload,
-            report.column,
-            report.expected_points - report.received_points,
-            report.expected_points,
+    for report in history.incomplete:  # a note: validation, next, fails on too many gaps
+        logger.info(
+            describe_missing(report, history.start, history.end),
             extra={"workload": report.workload, "query": report.query},
         )
     tick("validate history")
@@ -240,6 +244,7 @@ def run_training(
         config_fp,
         champion_before,
         fit_seconds,
+        run_name(clock()),
     )
     tick("promote")
     if promote and decision.promote:
@@ -462,10 +467,10 @@ def _log_run(
     config_fp: str,
     champion_before: str | None,
     fit_seconds: float,
+    name_of_run: str,
 ) -> tuple[str, str]:
     import mlflow
     from mlflow.exceptions import MlflowException
-    from mlflow.models import infer_signature
 
     from prewarm import __version__
     from training.pyfunc import to_naive_utc
@@ -482,7 +487,7 @@ def _log_run(
     try:
         with mlflow.start_run(
             experiment_id=experiment_id,
-            run_name=f"train {history.end:%Y-%m-%d %H:%M} UTC",
+            run_name=name_of_run,
         ) as run:
             mlflow.set_tags(
                 {
@@ -519,7 +524,7 @@ def _log_run(
             info = mlflow.pyfunc.log_model(
                 name="model",
                 python_model=planner,
-                signature=infer_signature(example, output),
+                signature=plan_signature(example, output),
                 input_example=example,
                 pip_requirements=_requirements(),
             )

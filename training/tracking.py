@@ -9,20 +9,72 @@ from __future__ import annotations
 
 import logging
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from training.exceptions import TrackingError
 
 if TYPE_CHECKING:
+    import pandas as pd
     from mlflow import MlflowClient
     from mlflow.entities.model_registry import ModelVersion
+    from mlflow.models import ModelSignature
 
 logger = logging.getLogger(__name__)
 
 TAG_DATA = "prewarm.data_fingerprint"
 TAG_CONFIG = "prewarm.config_fingerprint"
 TAG_VERDICT = "prewarm.gate"
+
+
+def utc_now() -> datetime:
+    """The wall clock, in UTC."""
+    return datetime.now(UTC)
+
+
+def run_name(started: datetime) -> str:
+    """``train 2026-05-01 03:17 UTC``: when the run started, so runs sort and read by the
+    night they ran (the window of data they used is in their params)."""
+    return f"train {started.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def show_mlflow_notes(show: bool) -> None:
+    """Let MLflow print its notes (``Successfully registered model 'x'.``) to stderr, or not.
+
+    MLflow prints them past the logging module, so no logger level holds them back. Importing
+    mlflow here also sets up its own loggers, before a caller routes them.
+    """
+    from mlflow.utils.logging_utils import disable_logging, enable_logging
+
+    if show:
+        enable_logging()
+    else:
+        disable_logging()
+
+
+def plan_signature(example: pd.DataFrame, output: pd.DataFrame) -> ModelSignature:
+    """The pyfunc's signature, inferred from an input example and the plan it returns.
+
+    MLflow warns about every integer column it infers, because a missing value would break
+    schema enforcement of an *input*. The plan's integer column (replicas) is an output and
+    always set: it is inferred as a float, so no warning, and then declared ``long``.
+    """
+    from mlflow.models import ModelSignature, infer_signature
+    from mlflow.types import ColSpec, DataType, Schema
+
+    integers = set(output.select_dtypes("integer").columns)
+    inferred = infer_signature(example, output.astype(dict.fromkeys(integers, float)))
+    assert inferred.outputs is not None
+    outputs = Schema(
+        [
+            ColSpec(DataType.long, column.name, column.required)
+            if column.name in integers
+            else column
+            for column in inferred.outputs.inputs
+        ]
+    )
+    return ModelSignature(inferred.inputs, outputs)
 
 
 def default_artifact_location(tracking_uri: str) -> str | None:

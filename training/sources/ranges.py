@@ -79,3 +79,39 @@ def missing_ranges(values: np.ndarray, timestamps: pd.DatetimeIndex) -> tuple[Ti
         TimeRange(start=timestamps[int(s)], end=timestamps[int(e)], points=int(e - s + 1))
         for s, e in zip(starts, ends, strict=True)
     )
+
+
+def describe_missing(report: SeriesReport, start: pd.Timestamp, end: pd.Timestamp) -> str:
+    """One line on a report's missing points and what training does with them.
+
+    Points before the series' first value or after its last (a trace that covers less than
+    the window pulled) are told apart from gaps inside it (an outage of the metrics pipeline).
+
+    Examples
+    --------
+    >>> grid = pd.date_range("2024-05-01", periods=6, freq="1h", tz="UTC")
+    >>> values = np.array([np.nan, 1.0, np.nan, np.nan, 1.0, 1.0])
+    >>> report = SeriesReport("chat", "value", "chat", 6, 3, 1, missing_ranges(values, grid))
+    >>> print(describe_missing(report, grid[0], grid[-1]))
+    workload chat (value): 3 of 6 points missing, left missing rather than interpolated \
+(no forecast is fitted or scored on them): 1 before its first value, 2 in 1 gap(s) inside it \
+(the longest from 2024-05-01 02:00 UTC to 2024-05-01 03:00 UTC)
+    """
+    outside = [r for r in report.missing if r.start == start or r.end == end]
+    inside = [r for r in report.missing if r not in outside]
+    parts = [
+        f"{r.points} {'before its first' if r.start == start else 'after its last'} value"
+        for r in outside
+    ]
+    if inside:
+        longest = max(inside, key=lambda r: r.points)
+        parts.append(
+            f"{sum(r.points for r in inside)} in {len(inside)} gap(s) inside it (the longest "
+            f"from {longest.start:%Y-%m-%d %H:%M} UTC to {longest.end:%Y-%m-%d %H:%M} UTC)"
+        )
+    return (
+        f"workload {report.workload} ({report.column}): "
+        f"{report.expected_points - report.received_points} of {report.expected_points} points "
+        "missing, left missing rather than interpolated (no forecast is fitted or scored on "
+        f"them): {', '.join(parts)}"
+    )
