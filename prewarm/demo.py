@@ -9,12 +9,17 @@ try next. Nothing outside this machine is needed: no Prometheus, no cluster.
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from prewarm.options import console, progress_bar, user_errors
+
+if TYPE_CHECKING:
+    from training.sources.base import Clock
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = ROOT / "examples" / "demo.yaml"
@@ -22,9 +27,17 @@ DAY = 86400
 
 
 def run_demo(
-    config_path: Path, out: Path, tracking_uri: str | None, progress: Any = None
+    config_path: Path,
+    out: Path,
+    tracking_uri: str | None,
+    progress: Any = None,
+    clock: Clock | None = None,
 ) -> dict[str, Any]:
-    """Train and register, backtest every workload, write the report; return the summary."""
+    """Train and register, backtest every workload, write the report; return the summary.
+
+    ``clock`` is the replay's current time (default: the wall clock). The replay moves the
+    traces by whole weeks only, so any clock gives the same summary.
+    """
     import pandas as pd
 
     from forecaster.backtest.run import BacktestSettings, backtest
@@ -36,9 +49,10 @@ def run_demo(
 
     config = load_config(config_path)
     uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
-    trained = run_training(config, tracking_uri=uri, progress=progress)
-    source = make_source(config.source.type, config.source)
+    # One source for training and the backtest: both read the same window of the replay.
+    source = make_source(config.source.type, config.source, clock=clock)
     try:
+        trained = run_training(config, tracking_uri=uri, progress=progress, source=source)
         history = pull_history(config, source)
     finally:
         source.close()
@@ -92,9 +106,12 @@ def run_demo(
     return summary
 
 
-def _percent(value: float | None) -> str:
-    # None: a policy that never met the SLO has no cost at it to compare with.
-    return "n/a" if value is None else f"{value:.0%}"
+def _cell(savings: float | None, policy: str, numbers: dict[str, Any]) -> str:
+    """A saving of hybrid's, or why there is none: the policy that missed the SLO."""
+    if savings is not None:
+        return f"{savings:.0%}"
+    missed = "hybrid" if numbers["cost_at_slo"].get("hybrid") is None else policy
+    return f"none: {missed} misses the SLO ({numbers['unserved_fraction'][missed]:.2%} unserved)"
 
 
 def _markdown(summary: dict[str, Any]) -> str:
@@ -111,9 +128,11 @@ def _markdown(summary: dict[str, Any]) -> str:
     for name, numbers in summary["workloads"].items():
         s = numbers["savings_at_slo"]
         lines.append(
-            f"| [{name}]({name}/{backtest_report.MARKDOWN_NAME}) | {_percent(s['vs_reactive'])} | "
-            f"{_percent(s['vs_static'])} | {_percent(s['vs_seasonal_naive'])} | "
-            f"{_percent(s['oracle_gap'])} |"
+            f"| [{name}]({name}/{backtest_report.MARKDOWN_NAME}) "
+            f"| {_cell(s['vs_reactive'], 'reactive', numbers)} "
+            f"| {_cell(s['vs_static'], 'static', numbers)} "
+            f"| {_cell(s['vs_seasonal_naive'], 'seasonal-naive', numbers)} "
+            f"| {_cell(s['oracle_gap'], 'oracle', numbers)} |"
         )
     lines += ["", "Savings are at the SLO: each policy at its cheapest setting that meets it."]
     lines += [f"- {name}: {_headline(numbers)}" for name, numbers in summary["workloads"].items()]
@@ -121,18 +140,35 @@ def _markdown(summary: dict[str, Any]) -> str:
 
 
 def _headline(numbers: dict[str, Any]) -> str:
-    """One sentence on a workload: hybrid's savings at the SLO, or how close it came."""
-    s = numbers["savings_at_slo"]
-    if numbers["cost_at_slo"].get("hybrid") is not None:
-        return (
-            f"hybrid at the SLO saves {_percent(s['vs_reactive'])} vs reactive, "
-            f"{_percent(s['vs_static'])} vs static; {_percent(s['oracle_gap'])} above the oracle"
-        )
+    """One sentence on a workload: what hybrid costs at the SLO against the others' best, or
+    how close every policy came when hybrid cannot meet it."""
+    slo = numbers["slo_unserved_fraction"]
     unserved = numbers["unserved_fraction"]
+    hybrid = numbers["cost_at_slo"].get("hybrid")
+    if hybrid is None:
+        closest = ", ".join(
+            f"{policy} {unserved[policy]:.2%}"
+            for policy in sorted(unserved, key=unserved.__getitem__)
+            if policy != "oracle"
+        )
+        return (
+            f"no setting of hybrid meets the {slo:.1%} SLO; the work each policy's closest "
+            f"setting leaves unserved: {closest}"
+        )
+    s = numbers["savings_at_slo"]
+    compared = []
+    for key, policy in (("vs_reactive", "reactive"), ("vs_static", "static")):
+        if s[key] is None:
+            compared.append(f"{policy} cannot meet it (its best leaves {unserved[policy]:.2%})")
+        else:
+            compared.append(f"saves {s[key]:.0%} vs {policy}")
+    met_by_others = [
+        p for p, cost in numbers["cost_at_slo"].items() if cost is not None and p != "hybrid"
+    ]
+    lead = "only hybrid meets" if met_by_others == ["oracle"] else "hybrid meets"
     return (
-        f"no setting of hybrid meets the {numbers['slo_unserved_fraction']:.1%} SLO: its best "
-        f"leaves {unserved['hybrid']:.2%} of the work unserved, the reactive HPA's best "
-        f"{unserved['reactive']:.2%}"
+        f"{lead} the {slo:.1%} SLO, at cost {hybrid:,.0f}: {'; '.join(compared)}; "
+        f"{s['oracle_gap']:.0%} above the perfect-foresight oracle"
     )
 
 
@@ -144,13 +180,28 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _next_steps(summary: dict[str, Any], config_path: Path) -> str:
+def _program(name: str) -> str:
+    """How to call this environment's ``name`` from a fresh shell: bare when it is on PATH."""
+    here = Path(sys.executable).parent / name
+    found = shutil.which(name)
+    if found is not None and Path(found).resolve() == here.resolve():
+        return name
+    try:
+        return str(here.relative_to(Path.cwd()))
+    except ValueError:
+        return str(here)
+
+
+def _next_steps(summary: dict[str, Any], config_path: Path, tracking_uri: str | None) -> str:
     uri = summary["tracking_uri"]
+    # serve reads the same store as the demo only when given the same --tracking-uri
+    store = "" if tracking_uri is None else f" --tracking-uri {uri}"
+    mlflow, prewarm = _program("mlflow"), _program("prewarm")
     return "\n".join(
         [
             "Next:",
-            f"  mlflow ui --backend-store-uri {uri}        # runs, metrics, plots, the champion",
-            f"  prewarm serve --config {_shown(config_path)}   # replays the traces as live data",
+            f"  {mlflow} ui --backend-store-uri {uri}   # runs, metrics, plots, the champion",
+            f"  {prewarm} serve --config {_shown(config_path)}{store}   # the traces as live data",
             "  curl -s 'http://127.0.0.1:8080/apis/external.metrics.k8s.io/v1beta1/namespaces/"
             "default/prewarm_desired_replicas?labelSelector=workload%3Dviral-launch'",
         ]
@@ -184,8 +235,10 @@ def demo(out: Path, config_path: Path, tracking_uri: str | None) -> None:
 
         summary = run_demo(config_path, out, tracking_uri, progress)
     show = console()
-    show.print(f"[bold]{summary['training']['message']}[/bold]")
+    # soft_wrap: sentences and commands are left whole for the terminal to wrap, so that a
+    # copied command or a piped line is never broken by a newline
+    show.print(f"[bold]{summary['training']['message']}[/bold]", soft_wrap=True)
     for name, numbers in summary["workloads"].items():
-        show.print(f"{name}: {_headline(numbers)}")
-    show.print(f"Report: {out / 'README.md'}")
-    show.print(_next_steps(summary, config_path))
+        show.print(f"{name}: {_headline(numbers)}", soft_wrap=True)
+    show.print(f"Report: {out / 'README.md'}", soft_wrap=True)
+    show.print(_next_steps(summary, config_path, tracking_uri), soft_wrap=True)

@@ -37,12 +37,39 @@ def test_summary_names_savings_and_next_commands(demo_run):
         (line,) = [line for line in output.splitlines() if line.startswith(f"{name}: ")]
         if numbers["cost_at_slo"]["hybrid"] is None:
             assert "no setting of hybrid meets the 0.1% SLO" in line
-        else:
-            saving = numbers["savings_at_slo"]["vs_reactive"]
-            assert f"hybrid at the SLO saves {saving:.0%} vs reactive" in line
-    assert f"mlflow ui --backend-store-uri {uri}" in output
-    assert "prewarm serve --config" in output
+            for policy, unserved in numbers["unserved_fraction"].items():
+                if policy != "oracle":
+                    assert f"{policy} {unserved:.2%}" in line
+            continue
+        assert "hybrid meets the 0.1% SLO" in line
+        for policy in ("reactive", "static"):
+            saving = numbers["savings_at_slo"][f"vs_{policy}"]
+            if saving is None:
+                unserved = numbers["unserved_fraction"][policy]
+                assert f"{policy} cannot meet it (its best leaves {unserved:.2%})" in line
+            else:
+                assert f"saves {saving:.0%} vs {policy}" in line
+    for text in (output, (report / "README.md").read_text()):
+        assert "n/a" not in text and "None" not in text
+    assert f"ui --backend-store-uri {uri}" in output
+    assert f"serve --config examples/demo.yaml --tracking-uri {uri}" in output
     assert "labelSelector=workload%3D" in output
+
+
+def test_next_commands_name_programs_that_run_from_a_fresh_shell(demo_run):
+    """The printed programs are this environment's, by a path that works without activation."""
+    import shutil
+
+    _, _, output = demo_run
+    for program in ("mlflow", "prewarm"):
+        (line,) = [
+            line for line in output.splitlines() if f"{program} " in line and "  " in line[:2]
+        ]
+        command = line.split()[0]
+        if "/" in command:
+            assert (Path.cwd() / command).is_file(), line
+        else:
+            assert shutil.which(command) is not None, line
 
 
 def test_local_store_has_one_run_and_a_champion(demo_run):

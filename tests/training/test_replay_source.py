@@ -31,22 +31,67 @@ def replay(clock: Clock, holdback: int = 86400) -> ReplaySource:
     )
 
 
-def test_each_file_is_shifted_to_end_holdback_after_now():
+WEEK = pd.Timedelta(days=7)
+
+
+def test_the_present_is_the_common_end_less_the_holdback_moved_by_whole_weeks():
+    source = replay(Clock(NOW))
+    present = source.default_end(300)
+    assert NOW - WEEK < present <= NOW
+    history = source.fetch({"google": "google", "viral": "viral"}, present - WEEK, present, 300)
+    frame = history.frame
+    raw = {
+        name: pd.read_csv(DATA / path, parse_dates=["timestamp"]).set_index("timestamp")["value"]
+        for name, path in (
+            ("google", "google_cluster_cpu_5min.csv"),
+            ("viral", "synthetic_viral_launch_5min.csv"),
+        )
+    }
+    ends = {
+        name: values.index[-1].tz_localize(None).tz_localize("UTC") for name, values in raw.items()
+    }
+    # viral ends on a Sunday, google on a Tuesday: google moves to the Tuesday after viral's
+    # end (the nearest whole week), so the common end is viral's, and the present is a day,
+    # the holdback, before it: both moved by whole weeks.
+    viral_end = present + pd.Timedelta(days=1)
+    assert (viral_end - ends["viral"]) % WEEK == pd.Timedelta(0)
+    expected_end = {"viral": viral_end, "google": viral_end + pd.Timedelta(days=2)}
+    for name, values in raw.items():
+        shift = expected_end[name] - ends[name]
+        assert shift % WEEK == pd.Timedelta(0)  # every point keeps its calendar
+        part = frame[frame["series"] == name].set_index("timestamp")["value"]
+        assert part.notna().all()
+        moved = values.copy()
+        moved.index = moved.index.tz_localize(None).tz_localize("UTC") + shift
+        assert (part.to_numpy() == moved.reindex(part.index).to_numpy()).all(), name
+
+
+def test_the_recording_plays_its_last_week_again_to_reach_now():
     clock = Clock(NOW)
     source = replay(clock)
-    start = NOW - pd.Timedelta(days=3)
-    history = source.fetch({"google": "google", "viral": "viral"}, start, NOW, 300)
-    frame = history.frame
-    for name, path in (
-        ("google", "google_cluster_cpu_5min.csv"),
-        ("viral", "synthetic_viral_launch_5min.csv"),
-    ):
-        part = frame[frame["series"] == name].set_index("timestamp")["value"]
-        assert part.index.max() == NOW.floor("5min")
-        raw = pd.read_csv(DATA / path)
-        # The visible end is the file's last value one day (the holdback) before its end.
-        assert part.iloc[-1] == pytest.approx(raw["value"].iloc[-1 - 288])
-        assert part.notna().all()
+    recorded_end = source.default_end(300) + pd.Timedelta(days=1)  # viral's end, moved
+    clock.now = recorded_end + 2 * WEEK + pd.Timedelta(hours=5)
+    now = clock.now.floor("5min")
+    values = source.fetch({"viral": "viral"}, recorded_end - 2 * WEEK, now, 300).frame.set_index(
+        "timestamp"
+    )["value"]
+    assert values.index[-1] == now
+    replayed = values[values.index > recorded_end]
+    assert len(replayed) == (now - recorded_end) // pd.Timedelta(minutes=5)
+    assert replayed.notna().all()
+    assert (replayed.to_numpy() == values.reindex(replayed.index - WEEK).to_numpy()).all()
+
+
+def test_different_clocks_see_the_same_present_values():
+    windows = []
+    for now in (NOW, NOW + pd.Timedelta(days=2, hours=7, minutes=35)):
+        source = replay(Clock(now))
+        present = source.default_end(300)
+        frame = source.fetch({"viral": "viral"}, present - WEEK, present, 300).frame
+        windows.append((present, frame["value"].to_numpy()))
+    (first, values), (second, others) = windows
+    assert (second - first) % WEEK == pd.Timedelta(0)
+    assert (values == others).all()
 
 
 def test_the_held_back_tail_arrives_as_time_passes():

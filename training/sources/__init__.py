@@ -11,12 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from forecaster.exceptions import ConfigError, UnknownNameError
-from training.sources.base import FetchedHistory, HistorySource
+from training.sources.base import Clock, FetchedHistory, HistorySource
 
-SourceFactory = Callable[[Any], HistorySource]
+SourceFactory = Callable[[Any, Clock | None], HistorySource]
+"""Builds a source from its config section and the clock of the sources that read one."""
 
 
-def _prometheus(settings: Any) -> HistorySource:
+def _prometheus(settings: Any, clock: Clock | None) -> HistorySource:
     from training.sources.prometheus import PrometheusConfig, PrometheusSource
 
     token = None
@@ -47,7 +48,7 @@ def _prometheus(settings: Any) -> HistorySource:
     return PrometheusSource(config)
 
 
-def _file(settings: Any) -> HistorySource:
+def _file(settings: Any, clock: Clock | None) -> HistorySource:
     from training.sources.files import FileSource
 
     return FileSource(
@@ -59,7 +60,7 @@ def _file(settings: Any) -> HistorySource:
     )
 
 
-def _replay(settings: Any) -> HistorySource:
+def _replay(settings: Any, clock: Clock | None) -> HistorySource:
     from training.sources.files import ReplaySource
 
     return ReplaySource(
@@ -69,6 +70,7 @@ def _replay(settings: Any) -> HistorySource:
         step=settings.step,
         max_fill=settings.max_fill,
         holdback=int(settings.holdback),
+        clock=clock,
     )
 
 
@@ -79,8 +81,11 @@ SOURCES: dict[str, SourceFactory] = {
 }
 
 
-def make_source(name: str, settings: Any) -> HistorySource:
+def make_source(name: str, settings: Any, *, clock: Clock | None = None) -> HistorySource:
     """Build the source ``name`` from its config section (``settings.type == name``).
+
+    ``clock`` returns the current UTC time for the sources that replay recordings as if live
+    (default: the wall clock); a fixed clock makes their windows reproducible.
 
     Raises
     ------
@@ -93,7 +98,7 @@ def make_source(name: str, settings: Any) -> HistorySource:
         raise UnknownNameError(
             f"unknown source {name!r}; registered sources: {', '.join(sorted(SOURCES))}"
         ) from None
-    return factory(settings)
+    return factory(settings, clock)
 
 
 def _read_secret(path: Any, field: str) -> str:

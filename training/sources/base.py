@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import numpy as np
@@ -11,6 +11,9 @@ import pandas as pd
 from forecaster.exceptions import ConfigError
 from training.sources.prometheus import PrometheusHistory, TimeLike
 from training.sources.ranges import SeriesReport, missing_ranges
+
+Clock = Callable[[], pd.Timestamp]
+"""Returns the current, tz-aware UTC time."""
 
 FetchedHistory = PrometheusHistory
 """Long frame on a UTC grid plus one report per (workload, column) listing missing ranges.

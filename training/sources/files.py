@@ -1,36 +1,77 @@
 """The ``file`` and ``replay`` sources: recorded traces behind the live-source interface.
 
-``file`` serves a CSV/Parquet file as it is. ``replay`` serves the same data as if it were
-being recorded right now: every timestamp is shifted by a whole number of steps so that the
-file's end minus ``holdback`` falls on the current time, and a point is visible only once
-its shifted time has passed. Demos and serving tests get a live-looking source from a trace,
-and the held-back tail arrives step by step as the clock advances.
+``file`` serves CSV/Parquet files as they are, except that files recorded in different
+periods are put side by side: each is moved by whole weeks so that it ends within half a
+week of the latest file's end. Whole weeks keep every calendar feature (minute of day, day of
+week) of every point, so a global model sees the same data either way.
+
+``replay`` serves the same data as if it were being recorded right now. Everything moves by
+one more whole number of weeks, chosen so that the replay's *present* (the files' common end
+minus ``holdback``) is the latest such time at or before the clock: it lies within the week
+before now. Training and backtests read up to the present, so they see the same values with
+the same calendar at any hour of any day: their results do not depend on when they run.
+Points after the present become visible as the clock passes them; once a file's recording
+is used up it plays its last week again, so a live consumer (``prewarm serve``) always has
+data up to now.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
 import pandas as pd
 
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from forecaster.frame import infer_step
 from training.exceptions import SourceError
-from training.sources.base import FetchedHistory, grid_bounds, on_grid, utc
+from training.sources.base import Clock, FetchedHistory, grid_bounds, on_grid, utc
 from training.sources.file import load_history, read_series
 from training.sources.prometheus import TimeLike
 
 logger = logging.getLogger(__name__)
 
-Clock = Callable[[], pd.Timestamp]
-
-
 def _now() -> pd.Timestamp:
     return pd.Timestamp.now(tz="UTC")
+
+
+WEEK = 7 * 86400
+
+
+def whole_weeks(step: int) -> int:
+    """The shortest shift, in seconds, that is whole weeks and whole grid steps."""
+    return math.lcm(WEEK, step)
+
+
+def _align(series: dict[str, pd.Series], step: int) -> dict[str, pd.Series]:
+    """Move each series by whole weeks to end within half a week of the latest end.
+
+    The nearest whole week, rather than the last one before, halves what the files' common
+    end can cut from the later ones.
+    """
+    period = whole_weeks(step)
+    latest = max(values.index[-1] for values in series.values())
+    out = {}
+    for name, values in series.items():
+        weeks = round((latest - values.index[-1]).total_seconds() / period)
+        if weeks:
+            shift = pd.Timedelta(seconds=weeks * period)
+            logger.info(
+                "series %s ends %s: moved by %d weeks to sit beside the latest file",
+                name,
+                values.index[-1],
+                weeks * period // WEEK,
+                extra={"workload": name, "shift_seconds": shift.total_seconds()},
+            )
+            values = values.copy()
+            values.index = values.index + shift
+        out[name] = values
+    return out
 
 
 class FileSource:
@@ -107,8 +148,9 @@ class FileSource:
             self._check_step(history.step, self.path)
             for name, part in history.frame.groupby("series", sort=False):
                 out[str(name)] = part.set_index("timestamp")["value"]
-        self._cache = out
-        return out
+        assert self._step is not None
+        self._cache = _align(out, self._step)
+        return self._cache
 
     def _check_step(self, step: int, path: Path) -> None:
         if self._step is not None and step != self._step:
@@ -174,15 +216,15 @@ class FileSource:
 
 
 class ReplaySource(FileSource):
-    """A :class:`FileSource` shifted so that its end minus ``holdback`` is now.
+    """A :class:`FileSource` moved by whole weeks so that its present is within the last week.
 
-    Each series is shifted on its own, by a whole number of steps, so traces recorded in
-    different years all end ``holdback`` after now.
+    The present is the files' common end (the earliest of their ends) minus ``holdback``,
+    moved by the largest whole number of weeks that keeps it at or before the clock.
 
     Parameters
     ----------
     holdback
-        Seconds of the file's tail kept in the future; they become visible as time passes.
+        Seconds of recording after the present; they become visible as time passes.
     clock
         Returns the current UTC time (tests pass a fixed or advancing clock).
     *args, **kwargs
@@ -204,37 +246,52 @@ class ReplaySource(FileSource):
             raise ConfigError(f"`holdback` must be >= 0 seconds, got {holdback!r}")
         self.holdback = holdback
         self.clock = clock or _now
-        self._shifts: dict[str, pd.Timedelta] | None = None
+        self._shift: pd.Timedelta | None = None
+
+    def _now(self) -> pd.Timestamp:
+        return utc(self.clock(), "clock()")
 
     @property
-    def shifts(self) -> dict[str, pd.Timedelta]:
-        """Added to each series' timestamps; fixed at the first use, whole numbers of steps."""
-        if self._shifts is None:
-            step = self.data_step
-            now = utc(self.clock(), "clock()").floor(f"{step}s")
-            target = now + pd.Timedelta(seconds=self.holdback)
-            self._shifts = {
-                workload: pd.Timedelta(
-                    seconds=(target - values.index[-1]).total_seconds() // step * step
-                )
-                for workload, values in self._raw().items()
-            }
+    def shift(self) -> pd.Timedelta:
+        """Added to every timestamp of the files: whole weeks, fixed at the first use."""
+        if self._shift is None:
+            period = whole_weeks(self.data_step)
+            anchor = self._common_end() - pd.Timedelta(seconds=self.holdback)
+            weeks = (self._now() - anchor).total_seconds() // period
+            self._shift = pd.Timedelta(seconds=weeks * period)
             logger.info(
-                "replay shifts each file so that its end is %s",
-                target,
-                extra={"shift_seconds": {k: v.total_seconds() for k, v in self._shifts.items()}},
+                "replay: the files' present is %s",
+                anchor + self._shift,
+                extra={"shift_seconds": self._shift.total_seconds()},
             )
-        return self._shifts
+        return self._shift
+
+    def _common_end(self) -> pd.Timestamp:
+        return min(values.index[-1] for values in self._raw().values())
+
+    @property
+    def present(self) -> pd.Timestamp:
+        """The replay's present: the files' common end minus ``holdback``, moved."""
+        return self._common_end() - pd.Timedelta(seconds=self.holdback) + self.shift
 
     def _series(self) -> dict[str, pd.Series]:
-        now = utc(self.clock(), "clock()")
+        now = self._now()
+        step = pd.Timedelta(seconds=self.data_step)
+        period = pd.Timedelta(seconds=whole_weeks(self.data_step))
         out = {}
         for workload, values in self._raw().items():
             moved = values.copy()
-            moved.index = moved.index + self.shifts[workload]
+            moved.index = moved.index + self.shift
+            end = moved.index[-1]
+            if now > end and end - moved.index[0] >= period:
+                # Used up: play the last week again, as often as needed to reach now.
+                tail = pd.date_range(end + step, now.floor(step), freq=step)
+                laps = np.ceil((tail - end) / period)
+                again = pd.Series(moved.reindex(tail - laps * period).to_numpy(), index=tail)
+                moved = pd.concat([moved, again])
             out[workload] = moved[moved.index <= now]
         return out
 
     def default_end(self, step: int) -> pd.Timestamp:
-        """Now, floored to the grid."""
-        return utc(self.clock(), "clock()").floor(f"{step}s")
+        """The replay's present (see :attr:`present`), on the grid of ``step``."""
+        return self.present.floor(f"{step}s")
