@@ -36,6 +36,7 @@ from training.sources.prometheus import TimeLike
 
 logger = logging.getLogger(__name__)
 
+
 def _now() -> pd.Timestamp:
     return pd.Timestamp.now(tz="UTC")
 
