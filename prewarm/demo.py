@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from prewarm.options import console, progress_bar, user_errors
+from prewarm.options import (
+    configure_logging,
+    console,
+    log_level_option,
+    progress_bar,
+    user_errors,
+)
 
 if TYPE_CHECKING:
     from training.sources.base import Clock
@@ -225,8 +231,10 @@ def _next_steps(summary: dict[str, Any], config_path: Path, tracking_uri: str | 
     help="Demo configuration (a replay source and a local MLflow store).",
 )
 @click.option("--tracking-uri", default=None, help="MLflow store (default: the config's).")
-def demo(out: Path, config_path: Path, tracking_uri: str | None) -> None:
+@log_level_option(default="WARNING")  # the bar shows the stages; the summary says the rest
+def demo(out: Path, config_path: Path, tracking_uri: str | None, log_level: str) -> None:
     """Train, register, backtest and report on the shipped traces, then say what to try."""
+    configure_logging(log_level)
     with user_errors(), progress_bar() as bar:
         task = bar.add_task("demo", total=None)
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from forecaster.duration import parse_duration
 from forecaster.exceptions import PrewarmError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Duration(click.ParamType):
@@ -58,15 +60,48 @@ def console() -> Any:
 
 
 def progress_bar() -> Any:
-    """A rich progress bar on stderr, so stdout stays clean for tables."""
+    """A rich progress bar on stderr, so stdout stays clean for tables.
+
+    It draws on the console that prewarm's logs print through (see :func:`configure_logging`):
+    rich then prints each record above the live bar, where two writers of one terminal
+    would run a log line into the bar's line.
+    """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from training.logs import log_console
 
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=log_console() or Console(stderr=True),
         transient=True,
     )
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def log_level_option(default: str) -> Callable[[F], F]:
+    """``--log-level`` of a command that calls :func:`configure_logging` with it."""
+    return click.option(
+        "--log-level",
+        type=click.Choice(LOG_LEVELS, case_sensitive=False),
+        default=default,
+        show_default=True,
+        help="Level of prewarm's logs (JSON lines when stderr is not a terminal); "
+        "DEBUG also shows the libraries' warnings.",
+    )
+
+
+def configure_logging(level: str) -> None:
+    """A command's logs on stderr: readable lines on a terminal, above the bar of
+    :func:`progress_bar`; JSON lines otherwise (a CronJob, a pipe), one record a line."""
+    from rich.console import Console
+
+    from training.logs import configure_logging as configure
+
+    terminal = Console(stderr=True)
+    configure(level, terminal if terminal.is_terminal else None)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import click
 
+from prewarm.options import configure_logging, log_level_option, progress_bar
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_CONFIG = 2
@@ -49,7 +51,7 @@ EXIT_NOT_PROMOTED = 4
     "(default sqlite:///mlflow.db).",
 )
 @click.option("--no-promote", is_flag=True, help="Register the candidate, never move the alias.")
-@click.option("--log-level", default="INFO", show_default=True, help="Level of the JSON logs.")
+@log_level_option(default="INFO")
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs only).")
 def train(
     config_path: Path,
@@ -68,10 +70,9 @@ def train(
     from forecaster.exceptions import ConfigError, DataValidationError, PrewarmError
     from training.config import load_config
     from training.exceptions import SourceError
-    from training.logs import configure_json_logging
     from training.pipeline import Outcome, run_training
 
-    configure_json_logging(log_level.upper())
+    configure_logging(log_level)
     log = logging.getLogger("prewarm.train")
     try:
         config = load_config(config_path)
@@ -81,8 +82,6 @@ def train(
         if no_progress:
             result = run_training(config, tracking_uri=tracking_uri, promote=not no_promote)
         else:
-            from prewarm.options import progress_bar
-
             with progress_bar() as bar:
                 task = bar.add_task("train", total=None)
 

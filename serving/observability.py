@@ -9,20 +9,19 @@ instead of frozen numbers.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from serving.snapshot import Snapshot
+from training.logs import JsonFormatter
 
-__all__ = ["JsonFormatter", "ServingMetrics", "configure_logging"]
+__all__ = ["ServingMetrics", "configure_logging"]
 
 _REFRESH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
@@ -152,31 +151,6 @@ class ServingMetrics:
             self.model_info.remove(*self._model)
         self.model_info.labels(name, version).set(1)
         self._model = (name, version)
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message and every bound field.
-
-    Fields passed with ``extra={...}`` (``workload``, ``model_version``...) become keys.
-    """
-
-    _RESERVED = frozenset(
-        vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
-    )
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        for key, value in vars(record).items():
-            if key not in self._RESERVED and not key.startswith("_"):
-                entry[key] = value
-        if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
 
 
 def configure_logging(level: str = "INFO") -> None:

@@ -1,8 +1,12 @@
-"""Structured (JSON lines) logging for prewarm's entry points.
+"""Logging for prewarm's entry points: readable lines on a terminal, JSON lines otherwise.
 
-Library modules only call ``logging.getLogger(__name__)``; the CLI calls
-:func:`configure_json_logging` once. Fields passed with ``extra={...}`` (``workload``,
+Library modules only call ``logging.getLogger(__name__)``; a command calls
+:func:`configure_logging` once. Fields passed with ``extra={...}`` (``workload``,
 ``model_version``...) become top-level keys of the JSON record.
+
+Third-party libraries (MLflow, its database layer, and whatever calls ``warnings.warn``)
+show their warnings only at ``DEBUG``: they advise on the library's own use, not on what
+prewarm did, and every run would print the same ones. Their errors always show.
 """
 
 from __future__ import annotations
@@ -11,7 +15,14 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+PACKAGES = ("prewarm", "training", "forecaster", "serving")
+# "py.warnings" is where ``logging.captureWarnings`` sends ``warnings.warn``.
+LIBRARIES = ("mlflow", "alembic", "urllib3", "py.warnings")
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
@@ -34,14 +45,56 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(document, default=str)
 
 
-def configure_json_logging(level: int | str = logging.INFO, stream: TextIO | None = None) -> None:
-    """Send prewarm's logs as JSON lines to ``stream`` (stderr) and quiet chatty libraries."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+def configure_logging(level: str = "INFO", console: Console | None = None) -> None:
+    """Send prewarm's logs, and libraries' warnings at ``DEBUG``, to one handler.
+
+    Parameters
+    ----------
+    level
+        Level name of prewarm's own loggers (``DEBUG``, ``INFO``, ``WARNING``, ``ERROR``).
+    console
+        A rich console on a terminal: records print through it as readable lines, so that
+        a live progress bar drawn on the same console stays below them (rich prints above
+        its live display). ``None``: JSON lines on stderr, for log collectors (the CronJob).
+    """
+    # Imported first: importing mlflow installs its own handler on its logger, which would
+    # undo the routing below.
+    import mlflow  # noqa: F401
+
+    debug = logging.getLevelNamesMapping()[level.upper()] <= logging.DEBUG
+    handler = _json_handler() if console is None else _console_handler(console)
+    for name in PACKAGES:
+        _route(name, handler, level.upper())
+    for name in LIBRARIES:
+        _route(name, handler, "WARNING" if debug else "ERROR")
+    logging.captureWarnings(True)
+
+
+def log_console() -> Console | None:
+    """The console prewarm's logs print through, when they go to a terminal."""
+    from rich.logging import RichHandler
+
+    for handler in logging.getLogger(PACKAGES[0]).handlers:
+        if isinstance(handler, RichHandler):
+            return handler.console
+    return None
+
+
+def _route(name: str, handler: logging.Handler, level: str) -> None:
+    logger = logging.getLogger(name)
+    logger.handlers = [handler]
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+def _json_handler() -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
-    for name in ("prewarm", "training", "forecaster", "serving"):
-        logger = logging.getLogger(name)
-        logger.handlers = [handler]
-        logger.setLevel(level)
-        logger.propagate = False
-    for noisy in ("mlflow", "alembic", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    return handler
+
+
+def _console_handler(console: Console) -> logging.Handler:
+    from rich.logging import RichHandler
+
+    # What happened, not which line of which file logged it.
+    return RichHandler(console=console, show_path=False)

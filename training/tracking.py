@@ -39,20 +39,6 @@ def run_name(started: datetime) -> str:
     return f"train {started.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
-def show_mlflow_notes(show: bool) -> None:
-    """Let MLflow print its notes (``Successfully registered model 'x'.``) to stderr, or not.
-
-    MLflow prints them past the logging module, so no logger level holds them back. Importing
-    mlflow here also sets up its own loggers, before a caller routes them.
-    """
-    from mlflow.utils.logging_utils import disable_logging, enable_logging
-
-    if show:
-        enable_logging()
-    else:
-        disable_logging()
-
-
 def plan_signature(example: pd.DataFrame, output: pd.DataFrame) -> ModelSignature:
     """The pyfunc's signature, inferred from an input example and the plan it returns.
 
