@@ -7,10 +7,24 @@ Model, per simulation step ``i`` of ``step_seconds`` (default 15 s):
    its cold start from the workload's :class:`~forecaster.backtest.workload.ColdStart`,
    rounded up to whole steps), or replicas are removed, pending ones first (latest to become
    ready first, as a ReplicaSet deletes unscheduled pods first), then ready ones;
-3. the ready capacity ``ready * capacity_per_replica * step_seconds`` serves the queue oldest
+3. the ready capacity, ``ready * capacity_per_replica`` per second, serves the queue oldest
    work first (backlog, then this step's arrivals);
-4. work that has waited ``slo_latency_seconds`` (rounded down to whole steps, at least one
-   step) and is still queued is dropped and counted as unserved.
+4. work still queued ``slo_latency_seconds`` after it arrived is dropped and counted as
+   unserved, at the moment it passes that deadline.
+
+The queue is a fluid: within a step, work arrives at a constant rate and is served at a
+constant rate, so the deadline is exact at any step size, a multiple of the SLO latency or
+not. Because service is first in, first out and only the oldest work expires, what is queued
+is always exactly the work that arrived after some instant, so the queue's whole state is
+one number, the *head*: the cumulative work that has left it, served or dropped. Over an
+interval where arrivals, service and the arrivals reaching the deadline all have constant
+rates, the head moves at the service rate, clamped between the work that has passed the
+deadline and the work that has arrived (a straight line reflected off two straight lines is
+their clamp). A step holds at most two such intervals: the arrivals reaching the deadline
+change rate once, when the deadline crosses a step boundary. Replayed at 1-second steps with
+a whole number of seconds of SLO latency, this is exactly a per-second FIFO that serves each
+second's capacity oldest first, then drops the work that arrived ``slo_latency_seconds`` or
+more seconds before the second's end.
 
 Every asked replica is billed from its ask, warm-up included, until it is removed. The
 cluster starts warm: ``initial_ready`` replicas (default: the first desired count) are ready
@@ -21,8 +35,8 @@ so a run is deterministic for a seed.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +47,9 @@ from forecaster.exceptions import ConfigError, DataValidationError
 DEFAULT_SIM_STEP = 15.0
 # Work below this is rounding noise (units x seconds), not a queue.
 _EPSILON = 1e-9
+# The queue is tracked in cumulative work, whose rounding grows with the total: a backlog
+# below this fraction of the work arrived so far is noise too.
+_RELATIVE_NOISE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -54,7 +71,7 @@ class Trajectory:
     served
         Work served during the step.
     unserved
-        Work dropped at the end of the step because it waited past the SLO latency.
+        Work dropped during the step because it waited past the SLO latency.
     backlog
         Work still queued at the end of the step.
     """
@@ -161,8 +178,9 @@ def simulate(
         int(desired[0]) if initial_ready is None and len(desired) else int(initial_ready or 0),
     )
     capacity = np.asarray(ready, dtype=float) * (spec.capacity_per_replica * step_seconds)
-    patience = max(1, int(spec.slo_latency_seconds // step_seconds))
-    served, unserved, backlog = _run_queue(arrivals.tolist(), capacity.tolist(), patience)
+    served, unserved, backlog = _run_queue(
+        arrivals.tolist(), capacity.tolist(), spec.slo_latency_seconds / step_seconds
+    )
     return Trajectory(
         step_seconds=float(step_seconds),
         arrivals=arrivals,
@@ -216,34 +234,53 @@ def _run_replicas(
 
 
 def _run_queue(
-    arrivals: list[float], capacity: list[float], patience: int
+    arrivals: list[float], capacity: list[float], deadline_steps: float
 ) -> tuple[list[float], list[float], list[float]]:
+    # Time is in steps here. `arrived[k]` is the work arrived before step k; the work arrived
+    # before time x inside step k is arrived[k] + arrivals[k] * (x - k). `head` is the work
+    # that has left the queue (see the module docstring).
     n = len(arrivals)
     served_out, unserved_out, backlog_out = [0.0] * n, [0.0] * n, [0.0] * n
-    queue: deque[list[float]] = deque()  # [arrival step, remaining work], oldest first
-    queued = 0.0
+    arrived = [0.0, *itertools.accumulate(arrivals)]
+    noise = _EPSILON + _RELATIVE_NOISE * arrived[-1]
+    whole, part = divmod(deadline_steps, 1.0)
+    behind = int(whole)  # the deadline reaches into step i - behind during step i
+    head = 0.0
     for i in range(n):
         cap = capacity[i]
-        work = arrivals[i]
-        if not queue and work <= cap + _EPSILON:  # the common case: served on arrival
-            served_out[i] = work
+        if arrived[i] - head <= noise and arrivals[i] <= cap + _EPSILON:
+            # the common case: nothing queued and enough capacity, served on arrival
+            served_out[i] = arrived[i + 1] - head
+            head = arrived[i + 1]
             continue
-        queue.append([float(i), work])
-        queued += work
-        served = 0.0
-        while queue and cap > 0.0:
-            bucket = queue[0]
-            take = bucket[1] if bucket[1] <= cap else cap
-            bucket[1] -= take
-            cap -= take
-            served += take
-            if bucket[1] <= _EPSILON:
-                queue.popleft()
-        queued -= served
-        if queue and queue[0][0] <= i - patience + 1:
-            dropped = queue.popleft()[1]
-            unserved_out[i] = dropped
-            queued -= dropped
-        served_out[i] = served
-        backlog_out[i] = queued if queued > _EPSILON else 0.0
+        # Work arrived before time i + part - deadline, then before i + 1 - deadline.
+        oldest = i - behind
+        expired_mid = arrived[oldest] if oldest >= 0 else 0.0
+        expired_end = expired_mid + arrivals[oldest] * (1.0 - part) if oldest >= 0 else 0.0
+        head, served, dropped = _advance(
+            head, cap * part, expired_mid, arrived[i] + arrivals[i] * part
+        )
+        head, served_late, dropped_late = _advance(
+            head, cap * (1.0 - part), expired_end, arrived[i + 1]
+        )
+        served_out[i] = served + served_late
+        unserved_out[i] = dropped + dropped_late
+        backlog = arrived[i + 1] - head
+        backlog_out[i] = backlog if backlog > noise else 0.0
     return served_out, unserved_out, backlog_out
+
+
+def _advance(
+    head: float, work: float, expired: float, arrived: float
+) -> tuple[float, float, float]:
+    """Serve ``work`` from ``head`` over an interval with constant rates.
+
+    ``expired`` and ``arrived`` are the cumulative work past the deadline and arrived at the
+    interval's end. Returns the new head, the work served and the work dropped.
+    """
+    reach = head + work
+    if reach >= arrived:  # the queue empties: the rest of the interval serves on arrival
+        return arrived, arrived - head, 0.0
+    if reach < expired:  # service fell behind the deadline: what it skipped is lost
+        return expired, work, expired - reach
+    return reach, work, 0.0

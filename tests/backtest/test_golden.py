@@ -1,8 +1,8 @@
 """Golden scenario: a ten-point trace where every number is worked out by hand below.
 
 Data step 60 s, simulation step 15 s (4 steps per data point), capacity 10 per replica,
-utilization 1, cold start 30 s (2 steps), SLO latency 15 s (work not served in its own
-step is unserved), 1 per replica-hour. History is data 0..3, evaluation data 4..9:
+utilization 1, cold start 30 s (2 steps), SLO latency 15 s (work not served within 15 s of
+its arrival is unserved), 1 per replica-hour. History is data 0..3, evaluation data 4..9:
 
     data      0   1   2   3 | 4   5   6   7   8   9
     demand   10  10  30  10 |10  10  30  30  10  10
@@ -56,8 +56,12 @@ GOLDEN = [
     ("oracle", {}, [1] * 6 + [3] * 10 + [1] * 8, 24 + 2 * 10, 0.0, 2),
     # metric at tick k = demand over [t - 30, t - 15], t = 240 + 15k: 30 from tick 10 to 17.
     # Tick 10 proposes 3 (limit max(2, 5)); the 300 s window then holds 3 to the end.
-    # The 2 new replicas are ready at step 12: steps 8-11 serve 150 of 450 -> 4 x 300 lost.
-    ("reactive", REACTIVE, [1] * 10 + [3] * 14, 10 * 1 + 14 * 3, 4 * 300.0, 2),
+    # The 2 new replicas are ready at step 12; steps 8-11 get 450 each against 150 (10 per
+    # s against 30 per s). Step 8 queues 300; in step 9 the deadline (t - 15) sweeps step 8's
+    # arrivals at 30 per s, catches the service halfway and 150 is lost; in steps 10 and 11
+    # service stays at the deadline, 300 lost each. From step 12, 450 against 450 serves the
+    # 15 s queue just in time, and it drains from step 16: 150 + 300 + 300 lost.
+    ("reactive", REACTIVE, [1] * 10 + [3] * 14, 10 * 1 + 14 * 3, 750.0, 2),
     # origin j = 3 + i // 4 forecasts max(demand[j+1], demand[j+2]): 10 | 30 30 30 | 10 10,
     # sized 1 | 3 3 3 | 1 1 per data step. A replica is released only when no answer of the
     # last cold start wants it (the demand of step i was sized by the answer of step i - 2,
@@ -109,10 +113,11 @@ def test_golden_reactive_trajectory_details() -> None:
     assert run.ready.tolist() == [1] * 12 + [3] * 12
     assert run.asked.tolist() == plan.tolist()
     assert run.arrivals.sum() == pytest.approx(ARRIVALS)
-    assert run.unserved[8:12].tolist() == pytest.approx([300.0] * 4)
+    assert run.unserved[8:12].tolist() == pytest.approx([0.0, 150.0, 300.0, 300.0])
+    assert run.backlog[11:17].tolist() == pytest.approx([450.0] * 5 + [150.0])
     metrics = compute_metrics(run, SPEC)
-    # steps 8-11 are one whole minute (steps 8..11) with 1200 of 1800 unserved
+    # steps 8-11 are one whole minute (steps 8..11) with 750 of 1800 unserved
     assert metrics.slo_violation_minutes == pytest.approx(1.0)
     assert metrics.scale_events == 1
-    # served 6000 - 1200 of capacity (12 x 1 + 12 x 3) x 150
-    assert metrics.mean_utilization == pytest.approx(4800 / ((12 + 36) * 150))
+    # served 6000 - 750 of capacity (12 x 1 + 12 x 3) x 150
+    assert metrics.mean_utilization == pytest.approx(5250 / ((12 + 36) * 150))

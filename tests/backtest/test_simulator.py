@@ -54,14 +54,31 @@ def test_scale_down_removes_pending_replicas_first() -> None:
 
 
 def test_backlog_is_served_within_the_latency_then_dropped() -> None:
-    # capacity 150 per step; 300 arrives in step 0, nothing after: 150 served late, 0 lost
-    run = simulate(np.array([20.0, 0.0, 0.0]), np.array([1, 1, 1]), SPEC)
-    assert run.served.tolist() == pytest.approx([150.0, 150.0, 0.0])
-    assert run.unserved.sum() == 0.0
-    # 450 arriving: the last 150 would wait a third step (> 30 s) and is lost
+    # capacity 150 per step; 450 arrives in step 0 (over [0, 15) s), nothing after: served by
+    # 45 s, so the last of it, arrived at 15 s, waited 30 s and is just in time
     run = simulate(np.array([30.0, 0.0, 0.0]), np.array([1, 1, 1]), SPEC)
-    assert run.served.tolist() == pytest.approx([150.0, 150.0, 0.0])
-    assert run.unserved.tolist() == pytest.approx([0.0, 150.0, 0.0])
+    assert run.served.tolist() == pytest.approx([150.0, 150.0, 150.0])
+    assert run.unserved.sum() == 0.0
+    # 600 arriving: by 30 s 300 is served, up to 7.5 s of arrivals; step 2 serves 10 per s
+    # while the deadline sweeps arrivals at 40 per s, and catches the service at 40 s (10 s of
+    # arrivals); the last 5 s of arrivals, 200, meet 50 of service: 150 lost, in step 2
+    run = simulate(np.array([40.0, 0.0, 0.0]), np.array([1, 1, 1]), SPEC)
+    assert run.served.tolist() == pytest.approx([150.0, 150.0, 150.0])
+    assert run.unserved.tolist() == pytest.approx([0.0, 0.0, 150.0])
+    assert run.backlog.tolist() == pytest.approx([450.0, 300.0, 0.0])
+
+
+def test_deadline_falls_inside_a_step() -> None:
+    # 60 s steps, 15 s SLO, arrivals 20 per s for 60 s, service 10 per s. At time t service
+    # has reached the arrivals of t / 2, which is at the deadline t - 15 at t = 30; from then
+    # on the deadline leads and service takes the work about to expire: 600 served, arrivals
+    # of [15, 45) s (600) less 300 of service lost, those of [45, 60) s queued. In step 1 the
+    # 300 queued meet 150 of service before they expire.
+    spec = WorkloadSpec(capacity_per_replica=10.0, cold_start=0, slo_latency_seconds=15)
+    run = simulate(np.array([20.0, 0.0]), np.array([1, 1]), spec, step_seconds=60.0)
+    assert run.served.tolist() == pytest.approx([600.0, 150.0])
+    assert run.unserved.tolist() == pytest.approx([300.0, 150.0])
+    assert run.backlog.tolist() == pytest.approx([300.0, 0.0])
 
 
 def test_billing_counts_warm_up() -> None:
