@@ -190,9 +190,13 @@ class FileSource:
         series = self._series().values()
         return min(s.index[0] for s in series), max(s.index[-1] for s in series)
 
+    def common_end(self) -> pd.Timestamp:
+        """The latest time at which every series has been recorded (the earliest end)."""
+        return min(values.index[-1] for values in self._raw().values())
+
     def default_end(self, step: int) -> pd.Timestamp:
-        """The last timestamp of the files (the latest of all series)."""
-        return max(series.index[-1] for series in self._raw().values())
+        """Where training ends by default: :meth:`common_end`, so no series ends early."""
+        return self.common_end()
 
     def fetch(
         self,
@@ -257,7 +261,7 @@ class ReplaySource(FileSource):
         """Added to every timestamp of the files: whole weeks, fixed at the first use."""
         if self._shift is None:
             period = whole_weeks(self.data_step)
-            anchor = self._common_end() - pd.Timedelta(seconds=self.holdback)
+            anchor = self.common_end() - pd.Timedelta(seconds=self.holdback)
             weeks = (self._now() - anchor).total_seconds() // period
             self._shift = pd.Timedelta(seconds=weeks * period)
             logger.info(
@@ -267,13 +271,10 @@ class ReplaySource(FileSource):
             )
         return self._shift
 
-    def _common_end(self) -> pd.Timestamp:
-        return min(values.index[-1] for values in self._raw().values())
-
     @property
     def present(self) -> pd.Timestamp:
         """The replay's present: the files' common end minus ``holdback``, moved."""
-        return self._common_end() - pd.Timedelta(seconds=self.holdback) + self.shift
+        return self.common_end() - pd.Timedelta(seconds=self.holdback) + self.shift
 
     def _series(self) -> dict[str, pd.Series]:
         now = self._now()
