@@ -14,9 +14,8 @@ if TYPE_CHECKING:
 
 def forecast_figure(score: WorkloadScore, horizon: int, tau: float) -> Figure:
     """Actual demand vs the median and the ``tau`` forecast at ``horizon`` over the window."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    # A bare Figure renders to a file without a backend, so drawing one leaves the backend a
+    # notebook or a script chose (and pyplot's state) alone.
     from matplotlib.figure import Figure
 
     obs = score.observation
