@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 from sklearn.base import clone
 
-from forecaster.exceptions import NotEnoughHistoryError
+from forecaster.exceptions import DataValidationError, NotEnoughHistoryError
 from forecaster.frame import DEFAULT_COLUMNS, Columns
 from forecaster.metrics import (
     coverage,
@@ -71,7 +71,12 @@ class RollingOrigin:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Scores per model, and every scored forecast beside its actual value."""
+    """Scores per model, and every scored forecast beside its actual value.
+
+    ``scores`` is NaN where a metric cannot be computed on this data; ``missing`` gives the
+    reason per model and score column. ``skipped`` names each model that could not be fitted
+    on the history, with the reason; it has no row in ``scores``.
+    """
 
     scores: pd.DataFrame
     forecasts: pd.DataFrame
@@ -79,6 +84,8 @@ class Evaluation:
     end: pd.Timestamp
     origins: int
     horizon_seconds: int
+    missing: dict[str, dict[str, str]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def evaluate(
@@ -107,59 +114,104 @@ def evaluate(
     step
         Grid step in seconds.
     season
-        Season in cells for MASE's seasonal naive scale (one day for sub-daily data).
+        Season in cells for MASE's seasonal naive scale (one day for sub-daily data). On a
+        history of one season or less, or one that never changes over a season, MASE is
+        missing (NaN, with the reason in :attr:`Evaluation.missing`).
     quantiles
         Quantile columns to score; every model must produce them.
     progress
         Called as ``progress(model, blocks_done, blocks_total)``.
+
+    Raises
+    ------
+    NotEnoughHistoryError
+        When the splitter's window leaves no history, or no model can be fitted.
     """
     times = pd.DatetimeIndex(np.sort(frame[columns.time_col].unique()))
     blocks = splitter.blocks(times)
     history = frame[frame[columns.time_col] < blocks[0][0]]
-    scales = {
-        str(series): seasonal_naive_scale(part[columns.target_col].to_numpy(), season)
-        for series, part in history.groupby(columns.id_col)
-    }
+    scales, scale_missing = _mase_scales(history, season, columns)
     actual = frame.set_index([columns.id_col, columns.time_col])[columns.target_col]
-    rows, scored = [], []
+    rows, scored, missing, skipped = [], [], {}, {}
     for name, template in models.items():
-        forecasts, fit_seconds, predict_seconds = [], 0.0, 0.0
-        for done, origins in enumerate(blocks):
-            model = clone(template) if hasattr(template, "get_params") else template
-            started = time.perf_counter()
-            model.fit(frame[frame[columns.time_col] <= origins[0]])
-            fit_seconds += time.perf_counter() - started
-            started = time.perf_counter()
-            forecasts.append(model.predict(frame, origins=origins))
-            predict_seconds += time.perf_counter() - started
-            if progress is not None:
-                progress(name, done + 1, len(blocks))
-        result = pd.concat(forecasts, ignore_index=True)
-        result = result[result["horizon"] == splitter.horizon]
+        try:
+            forecasts, fit_seconds, predict_seconds = _walk(
+                name, template, frame, blocks, columns.time_col, progress
+            )
+        except NotEnoughHistoryError as exc:  # too short for this model: score the others
+            skipped[name] = str(exc)
+            continue
+        result = forecasts[forecasts["horizon"] == splitter.horizon]
         keys = pd.MultiIndex.from_arrays([result[columns.id_col], result["target_time"]])
         result = result.assign(actual=actual.reindex(keys).to_numpy(), model=name)
         result = result[np.isfinite(result["actual"])]
         scored.append(result)
+        values, missing[name] = _score(result, quantiles, scales, columns.id_col)
+        missing[name] |= scale_missing
         rows.append(
-            _score(result, quantiles, scales, columns.id_col)
-            | {"model": name, "fit_seconds": fit_seconds, "predict_seconds": predict_seconds}
+            values | {"model": name, "fit_seconds": fit_seconds, "predict_seconds": predict_seconds}
         )
-    scores = pd.DataFrame(rows).set_index("model")
+    if not rows:
+        raise NotEnoughHistoryError(
+            "no model can be fitted on this history: "
+            + "; ".join(f"{name}: {reason}" for name, reason in skipped.items())
+        )
     return Evaluation(
-        scores=scores,
+        scores=pd.DataFrame(rows).set_index("model"),
         forecasts=pd.concat(scored, ignore_index=True),
         start=blocks[0][0],
         end=blocks[-1][-1],
         origins=sum(len(b) for b in blocks),
         horizon_seconds=splitter.horizon * step,
+        missing=missing,
+        skipped=skipped,
     )
+
+
+def _walk(
+    name: str,
+    template: Forecaster,
+    frame: pd.DataFrame,
+    blocks: Sequence[pd.DatetimeIndex],
+    time_col: str,
+    progress: Progress | None,
+) -> tuple[pd.DataFrame, float, float]:
+    """Every block's forecasts of one model, and the seconds spent fitting and predicting."""
+    forecasts, fit_seconds, predict_seconds = [], 0.0, 0.0
+    for done, origins in enumerate(blocks):
+        model = clone(template) if hasattr(template, "get_params") else template
+        started = time.perf_counter()
+        model.fit(frame[frame[time_col] <= origins[0]])
+        fit_seconds += time.perf_counter() - started
+        started = time.perf_counter()
+        forecasts.append(model.predict(frame, origins=origins))
+        predict_seconds += time.perf_counter() - started
+        if progress is not None:
+            progress(name, done + 1, len(blocks))
+    return pd.concat(forecasts, ignore_index=True), fit_seconds, predict_seconds
+
+
+def _mase_scales(
+    history: pd.DataFrame, season: int, columns: Columns
+) -> tuple[dict[str, float], dict[str, str]]:
+    """MASE's denominator per series, and ``{"mase": reason}`` when a series has none."""
+    scales, reasons = {}, []
+    several = history[columns.id_col].nunique() > 1
+    for series, part in history.groupby(columns.id_col):
+        try:
+            scales[str(series)] = seasonal_naive_scale(part[columns.target_col].to_numpy(), season)
+        except DataValidationError as exc:
+            reasons.append(f"series {series!r}: {exc}" if several else str(exc))
+    return scales, ({"mase": "; ".join(reasons)} if reasons else {})
 
 
 def _score(
     result: pd.DataFrame, quantiles: Sequence[float], scales: Mapping[str, float], id_col: str
-) -> dict[str, float]:
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Score columns (NaN where undefined) and the reason per undefined column."""
     y = result["actual"].to_numpy()
     median = result[quantile_column(0.5)].to_numpy()
+    # A series without a scale makes the mean over series undefined, not just smaller.
     scale = result[id_col].map(scales).to_numpy(dtype=float)
     level = float(np.mean(y))
     out = {
@@ -168,10 +220,15 @@ def _score(
         "mase": float(np.mean(np.abs(y - median) / scale)),
         "peak_underforecast": peak_underforecast(y, median),
     }
+    missing = {}
     for q in quantiles:
         predicted = result[quantile_column(q)].to_numpy()
         loss = pinball_loss(y, predicted, q)
         out[f"pinball_{q:g}"] = loss
         out[f"relative_pinball_{q:g}"] = loss / level if level > 0 else float("nan")
         out[f"coverage_{q:g}"] = coverage(y, predicted)
-    return out
+        if not level > 0:
+            missing[f"relative_pinball_{q:g}"] = (
+                f"the mean demand over the scored span is {level:g}, nothing to divide by"
+            )
+    return out, missing

@@ -54,7 +54,8 @@ def seasonal_naive_scale(history: np.ndarray, season: int) -> float:
     history = np.asarray(history, dtype=float)
     if season < 1 or len(history) <= season:
         raise DataValidationError(
-            f"MASE needs more than `season`={season} cells of history, got {len(history)}"
+            f"MASE needs more than `season`={season} steps (one season) of history to scale "
+            f"its error, got {len(history)}"
         )
     changes = np.abs(history[season:] - history[:-season])
     changes = changes[np.isfinite(changes)]

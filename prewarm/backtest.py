@@ -10,11 +10,21 @@ from typing import Any
 import click
 
 from prewarm.options import Duration, progress_bar, split_names, user_errors
+from prewarm.spans import duration_text, scored_span
 
 DEFAULT_POLICIES = "static,reactive,seasonal-naive,predictive,hybrid,oracle"
+DEFAULT_MIN_EVAL = 3 * 86400
 
 
-@click.command()
+@click.command(
+    epilog=(
+        "\b\nExit codes:\n"
+        "  0  the table was printed (and the reports written)\n"
+        "  1  the data cannot be read, a name is unknown, or the data is too short for the\n"
+        "     flags (the message names the flags to change)\n"
+        "  2  a malformed flag"
+    )
+)
 @click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--value-col", help="Column holding the demand (default: detected).")
 @click.option("--step", "step", type=Duration(allow_auto=True), default="auto", show_default=True)
@@ -32,7 +42,22 @@ DEFAULT_POLICIES = "static,reactive,seasonal-naive,predictive,hybrid,oracle"
 @click.option("--slo-unserved", type=float, default=0.001, show_default=True)
 @click.option("--policies", default=DEFAULT_POLICIES, show_default=True)
 @click.option("--model", default="lightgbm", show_default=True, help="Forecast model.")
-@click.option("--train-window", type=Duration(), default="14d", show_default=True)
+@click.option(
+    "--train-window",
+    type=Duration(),
+    default="14d",
+    show_default=True,
+    help="Trailing window each model is fitted on; shortened, with a note, when it would "
+    "leave less than --min-eval to score.",
+)
+@click.option(
+    "--min-eval",
+    type=Duration(allow_auto=True),
+    default="auto",
+    show_default=True,
+    help="Least span scored after the first training window. auto: 3d, or on data shorter "
+    "than 6 days what is left after 3 days of training, but at least its last 20%.",
+)
 @click.option("--retrain-every", type=Duration(), default="1d", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
@@ -50,6 +75,7 @@ def backtest(
     policies: str,
     model: str,
     train_window: int,
+    min_eval: int | None,
     retrain_every: int,
     seed: int,
     json_path: Path | None,
@@ -58,8 +84,10 @@ def backtest(
     """Replay DATA through a simulated cluster under each policy and report the savings.
 
     The JSON holds data, evaluation, settings, policies (each at its cost-at-SLO point, or
-    its best point flagged meets_slo=false), frontier, cost_at_slo, savings_at_slo and
-    forecast.
+    its best point flagged meets_slo=false), frontier, cost_at_slo, savings_at_slo,
+    forecast (mase null with the reason under "missing" when the history is a day or less),
+    skipped (policies that need more history than the data has, with the reason) and notes.
+    Every report states the scored span (evaluation: start, end, hours).
     """
     with user_errors():
         import numpy as np
@@ -68,7 +96,7 @@ def backtest(
         from forecaster.backtest.run import BacktestSettings
         from forecaster.backtest.run import backtest as run_backtest
         from forecaster.backtest.workload import WorkloadSpec
-        from forecaster.exceptions import ConfigError
+        from forecaster.exceptions import ConfigError, NotEnoughHistoryError
         from forecaster.frame import infer_step, regularize
         from forecaster.models import make_model
         from prewarm import backtest_report
@@ -76,7 +104,7 @@ def backtest(
 
         names = tuple(split_names(policies) or ())
         make_model(model)  # unknown model names fail before reading any data
-        frame = read_series(data, value_col=value_col)
+        frame = read_series(data, value_col=value_col, step=step)
         if frame["series"].nunique() != 1:
             raise ConfigError(
                 f"DATA must hold one series, got {frame['series'].nunique()}: "
@@ -94,10 +122,11 @@ def backtest(
             slo_unserved_fraction=slo_unserved,
             max_replicas=max(2, math.ceil(float(np.nanmax(values)) / (capacity * 0.5)) + 1),
         )
+        window, notes = fit_train_window(len(values), grid_step, train_window, min_eval)
         settings = BacktestSettings(
             spec,
             policies=names,
-            train_window=train_window,
+            train_window=window,
             retrain_every=retrain_every,
             model=model,
             seed=seed,
@@ -109,7 +138,13 @@ def backtest(
             def progress(stage: str, done: int, total: int) -> None:
                 bar.update(task, description=stage, completed=done, total=total)
 
-            result = run_backtest(values, times, grid_step, settings, progress)
+            try:
+                result = run_backtest(values, times, grid_step, settings, progress)
+            except NotEnoughHistoryError as exc:
+                raise NotEnoughHistoryError(
+                    f"{exc} (training window {duration_text(window)}: change --train-window "
+                    "or --min-eval)"
+                ) from exc
         info: dict[str, Any] = {
             "path": str(data),
             "rows": len(frame),
@@ -117,13 +152,46 @@ def backtest(
             "start": times[0].isoformat(),
             "end": times[-1].isoformat(),
         }
-        document = backtest_report.to_json(result, info)
+        document = backtest_report.to_json(result, info, notes)
         backtest_report.print_table(document)
         if json_path is not None:
             json_path.parent.mkdir(parents=True, exist_ok=True)
             json_path.write_text(json.dumps(document, indent=2))
         if report_dir is not None:
             backtest_report.write_report(result, document, report_dir, seed)
+
+
+def fit_train_window(
+    n: int, step: int, train_window: int, min_eval: int | None
+) -> tuple[int, list[str]]:
+    """The training window (seconds) that leaves ``n`` data steps at least the minimum
+    scored span, and a note when ``train_window`` had to be shortened for it.
+
+    ``min_eval=None`` is ``auto``: 3 days, shortened on short data (see
+    :func:`prewarm.spans.scored_span`).
+
+    Raises
+    ------
+    NotEnoughHistoryError
+        When the minimum leaves fewer than two data steps to train on.
+    """
+    from forecaster.exceptions import NotEnoughHistoryError
+
+    total = n * step
+    least = scored_span(total, DEFAULT_MIN_EVAL) if min_eval is None else min_eval
+    room = (n - math.ceil(least / step)) * step
+    if train_window <= room:
+        return train_window, []
+    if room < 2 * step:
+        raise NotEnoughHistoryError(
+            f"the data spans {duration_text(total)}: too short to train on anything before "
+            f"scoring {duration_text(least)}; lower --min-eval (or give more data)"
+        )
+    return room, [
+        f"Training window shortened from {duration_text(train_window)} to "
+        f"{duration_text(room)} so that at least {duration_text(least)} is scored "
+        "(--train-window, --min-eval)."
+    ]
 
 
 def _capacity_for(values: Any, peak_replicas: int) -> float:

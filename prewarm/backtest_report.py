@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from forecaster.backtest.frontier import RECOMMENDED, run_policy
 from forecaster.backtest.run import BacktestResult
+from prewarm import tables
+from prewarm.options import console
+from prewarm.spans import span_text
 
 JSON_NAME, MARKDOWN_NAME = "backtest.json", "backtest.md"
 CAPACITY_PNG, FRONTIER_PNG = "capacity.png", "frontier.png"
@@ -17,8 +21,13 @@ def _knob(params: dict[str, float]) -> dict[str, float] | None:
     return dict(params) or None
 
 
-def to_json(result: BacktestResult, data: dict[str, Any]) -> dict[str, Any]:
-    """The stable JSON document (keys documented in the ``prewarm backtest`` help)."""
+def to_json(
+    result: BacktestResult, data: dict[str, Any], notes: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The stable JSON document (keys documented in the ``prewarm backtest`` help).
+
+    ``notes`` are lines the reports print below the table (a shortened training window).
+    """
     obs = result.observation
     spec = obs.spec
     start = result.times[obs.start]
@@ -46,6 +55,8 @@ def to_json(result: BacktestResult, data: dict[str, Any]) -> dict[str, Any]:
             "target_utilization": spec.target_utilization,
             "min_replicas": spec.min_replicas,
             "max_replicas": spec.max_replicas,
+            "train_window_seconds": obs.train_window * obs.data_step,
+            "retrain_every_seconds": obs.retrain_every * obs.data_step,
         },
         "policies": policies,
         "frontier": {
@@ -68,38 +79,56 @@ def to_json(result: BacktestResult, data: dict[str, Any]) -> dict[str, Any]:
                 "mase": score.mase,
                 "pinball": {str(q): v for q, v in score.pinball.items()},
                 "coverage": {str(q): v for q, v in score.coverage.items()},
+                "missing": score.missing,
             }
             for model, score in result.forecast.items()
         },
+        "skipped": result.skipped,
+        "notes": list(notes),
     }
 
 
 def print_table(document: dict[str, Any]) -> None:
-    """The per-policy headline as a rich table on stdout."""
-    from rich.console import Console
-    from rich.table import Table
+    """The per-policy headline and the savings line on stdout (see :mod:`prewarm.tables`)."""
+    out = console()
+    tables.print_table(out, policy_table(document))
+    out.print(_savings_line(document["savings_at_slo"]), markup=False, highlight=False)
 
+
+# Table columns: header, the policy row's value as text.
+POLICY_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("knob", lambda row: _knob_text(row["knob"], "\n")),
+    ("cost", lambda row: f"{row['cost']:,.1f}"),
+    ("replica\nhours", lambda row: f"{row['replica_hours']:,.1f}"),
+    ("unserved", lambda row: f"{row['unserved_fraction']:.2e}"),
+    ("SLO\nmin", lambda row: f"{row['slo_violation_minutes']:,.0f}"),
+    ("cold\nstarts", lambda row: str(row["cold_starts"])),
+    ("meets\nSLO", lambda row: "yes" if row["meets_slo"] else "no"),
+)
+
+
+def policy_table(document: dict[str, Any]) -> tables.TableSpec:
+    """Each policy at its cost-at-SLO point (or closest to the SLO), over the scored span;
+    the policies skipped and the notes below."""
     slo = document["settings"]["slo_unserved_fraction"]
-    table = Table(title=f"Cost at SLO (unserved <= {slo:g})")
-    for column in ("policy", "knob", "cost", "replica-h", "unserved", "SLO min", "cold starts"):
-        table.add_column(column, justify="left" if column in ("policy", "knob") else "right")
-    for name, row in document["policies"].items():
-        table.add_row(
-            name if row["meets_slo"] else f"{name} (misses SLO)",
-            _knob_text(row["knob"]),
-            f"{row['cost']:,.1f}",
-            f"{row['replica_hours']:,.1f}",
-            f"{row['unserved_fraction']:.2e}",
-            f"{row['slo_violation_minutes']:,.0f}",
-            str(row["cold_starts"]),
-        )
-    console = Console()
-    console.print(table)
-    console.print(_savings_line(document["savings_at_slo"]))
+    evaluation = document["evaluation"]
+    span = span_text(evaluation["start"], evaluation["end"])
+    return tables.TableSpec(
+        title=f"Cost at SLO (unserved <= {slo:g}), scored {span}",
+        key="policy",
+        headers=tuple(header for header, _ in POLICY_COLUMNS),
+        rows=[
+            (name, [cell(row) for _, cell in POLICY_COLUMNS])
+            for name, row in document["policies"].items()
+        ],
+        notes=[f"{name} skipped: {reason}" for name, reason in document["skipped"].items()]
+        + document["notes"],
+        left=("knob",),
+    )
 
 
-def _knob_text(knob: dict[str, float] | None) -> str:
-    return ", ".join(f"{k}={v:g}" for k, v in (knob or {}).items()) or "-"
+def _knob_text(knob: dict[str, float] | None, joiner: str = ", ") -> str:
+    return joiner.join(f"{k}={v:g}" for k, v in (knob or {}).items()) or "-"
 
 
 def _fraction(value: float | None) -> str:
@@ -144,15 +173,8 @@ def markdown(document: dict[str, Any]) -> str:
         f"Data `{data['path']}`: {data['rows']} rows every {data['step_seconds']} s; "
         f"evaluated {evaluation['start']} to {evaluation['end']} ({evaluation['hours']:.1f} h).",
         "",
-        "| policy | knob | cost | replica-hours | unserved | meets SLO |",
-        "|---|---|---:|---:|---:|---|",
+        tables.markdown_table(policy_table(document)),
     ]
-    for name, row in document["policies"].items():
-        lines.append(
-            f"| {name} | {_knob_text(row['knob'])} | {row['cost']:,.1f} | "
-            f"{row['replica_hours']:,.1f} | {row['unserved_fraction']:.2e} | "
-            f"{'yes' if row['meets_slo'] else 'no'} |"
-        )
     lines += [
         "",
         _savings_line(document["savings_at_slo"]) + ".",

@@ -10,8 +10,24 @@ from typing import Any
 import click
 
 from prewarm.options import Duration, console, progress_bar, split_names, user_errors
+from prewarm.spans import duration_text, scored_span, span_text
+from prewarm.tables import Cell, Missing, TableSpec, print_table
 
 DEFAULT_QUANTILES = (0.5, 0.9)
+DAY = 86400
+DEFAULT_EVAL_DAYS = 7.0
+# Table columns: header, where the value sits in a model's JSON entry, number format.
+TABLE_COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("MAE", ("mae",), ".4g"),
+    ("MASE", ("mase",), ".3f"),
+    ("pinball\nq0.5", ("pinball", "0.5"), ".4g"),
+    ("pinball\nq0.9", ("pinball", "0.9"), ".4g"),
+    ("rel\nq0.5", ("relative_pinball", "0.5"), ".3f"),
+    ("rel\nq0.9", ("relative_pinball", "0.9"), ".3f"),
+    ("cov\nq0.9", ("coverage", "0.9"), ".3f"),
+    ("seconds", ("seconds",), ".1f"),
+)
+PER_QUANTILE = ("pinball", "relative_pinball", "coverage")
 
 
 def horizon_cells(horizon_seconds: int, step: int) -> int:
@@ -30,97 +46,191 @@ def run_evaluation(
     value_col: str | None,
     step: int | None,
     horizon: int,
-    eval_days: float,
+    eval_days: float | None,
     refit_every: int,
     models: list[str] | None,
     callback: Any = None,
 ) -> dict[str, Any]:
-    """Evaluate the named models on ``data``; return the JSON-ready report."""
+    """Evaluate the named models on ``data``; return the JSON-ready report.
+
+    ``eval_days=None`` scores the last 7 days, less on data shorter than 14 days (see
+    :func:`prewarm.spans.scored_span`); the report's ``notes`` then say so.
+    """
+    import pandas as pd
+
     from forecaster.evaluation import RollingOrigin, evaluate
-    from forecaster.exceptions import ConfigError
+    from forecaster.exceptions import NotEnoughHistoryError
     from forecaster.models import MODELS, make_model
     from training.sources.file import load_history
 
     history = load_history(data, step=step, value_col=value_col)
     cells = horizon_cells(horizon, history.step)
-    names = models or list(MODELS)
-    estimators = {
-        name: make_model(name, horizons=(cells,), quantiles=DEFAULT_QUANTILES) for name in names
-    }
-    eval_cells = round(eval_days * 86400 / history.step)
+    times = pd.DatetimeIndex(history.frame["timestamp"].unique()).sort_values()
+    eval_cells, notes = evaluation_cells(len(times), history.step, cells, eval_days)
     refit_cells = max(1, round(refit_every / history.step))
-    if eval_cells < 1:
-        raise ConfigError(f"`--eval-days` {eval_days!r} is shorter than one step of the data")
+    splitter = RollingOrigin(horizon=cells, eval_cells=eval_cells, refit_every=refit_cells)
+    before = (splitter.blocks(times)[0][0] - times[0]).total_seconds()
+    estimators, skipped = {}, {}
+    for name in models or list(MODELS):
+        model = make_model(name, horizons=(cells,), quantiles=DEFAULT_QUANTILES)
+        reason = _season_shortfall(model.get_params().get("season"), before)
+        if reason is None:
+            estimators[name] = model
+        else:
+            skipped[name] = reason
+    if not estimators:
+        raise NotEnoughHistoryError(
+            "no model can be evaluated: "
+            + "; ".join(f"{name}: {reason}" for name, reason in skipped.items())
+            + "; choose others with --models, or score less with --eval-days"
+        )
     result = evaluate(
         history.frame,
         estimators,
-        RollingOrigin(horizon=cells, eval_cells=eval_cells, refit_every=refit_cells),
+        splitter,
         step=history.step,
         season=season_cells(history.step),
         quantiles=DEFAULT_QUANTILES,
         progress=callback,
     )
+    end = result.end + pd.Timedelta(seconds=history.step)
     return {
         "data": {"path": str(data), "rows": history.rows, "step_seconds": history.step},
         "horizon_seconds": result.horizon_seconds,
         "horizon_cells": cells,
         "evaluation": {
             "start": result.start.isoformat(),
-            "end": result.end.isoformat(),
+            "end": end.isoformat(),
+            "hours": (end - result.start).total_seconds() / 3600.0,
             "origins": result.origins,
             "refit_every_seconds": refit_cells * history.step,
         },
-        "models": {name: _model_entry(row) for name, row in result.scores.iterrows()},
+        "models": {
+            str(name): _model_entry(row, result.missing.get(str(name), {}))
+            for name, row in result.scores.iterrows()
+        },
+        "skipped": skipped | result.skipped,
+        "notes": notes,
     }
 
 
-def _model_entry(row: Any) -> dict[str, Any]:
-    levels = [f"{q:g}" for q in DEFAULT_QUANTILES]
-    return {
-        "mae": row["mae"],
-        "rmse": row["rmse"],
-        "mase": row["mase"],
-        "peak_underforecast": row["peak_underforecast"],
-        "pinball": {q: row[f"pinball_{q}"] for q in levels},
-        "relative_pinball": {q: row[f"relative_pinball_{q}"] for q in levels},
-        "coverage": {q: row[f"coverage_{q}"] for q in levels},
-        "seconds": row["fit_seconds"] + row["predict_seconds"],
-    }
+def evaluation_cells(
+    n: int, step: int, horizon: int, eval_days: float | None
+) -> tuple[int, list[str]]:
+    """Origins to score on ``n`` cells of ``step`` seconds, and a note when that is fewer
+    than the default's 7 days because the data is short.
 
+    Raises
+    ------
+    ConfigError
+        ``eval_days`` shorter than one step.
+    NotEnoughHistoryError
+        No history would be left before the scored span; the message names the flags.
+    """
+    from forecaster.exceptions import ConfigError, NotEnoughHistoryError
 
-def render_table(report: dict[str, Any]) -> Any:
-    """The report's models as a rich table."""
-    from rich.table import Table
-
-    horizon = report["horizon_seconds"]
-    table = Table(
-        title=f"Forecast at {horizon // 60} min ahead, {report['evaluation']['origins']} origins "
-        f"({report['evaluation']['start'][:16]} .. {report['evaluation']['end'][:16]})"
-    )
-    table.add_column("model", no_wrap=True)
-    for header in ("MAE", "MASE", "pinball q0.5", "pinball q0.9", "rel q0.5", "rel q0.9"):
-        table.add_column(header, justify="right")
-    table.add_column("cov q0.9", justify="right")
-    table.add_column("seconds", justify="right")
-    best = min(report["models"].values(), key=lambda m: m["pinball"]["0.9"])
-    for name, m in report["models"].items():
-        style = "bold green" if m is best else None
-        table.add_row(
-            name,
-            f"{m['mae']:.4g}",
-            f"{m['mase']:.3f}",
-            f"{m['pinball']['0.5']:.4g}",
-            f"{m['pinball']['0.9']:.4g}",
-            f"{m['relative_pinball']['0.5']:.3f}",
-            f"{m['relative_pinball']['0.9']:.3f}",
-            f"{m['coverage']['0.9']:.3f}",
-            f"{m['seconds']:.1f}",
-            style=style,
+    total = n * step
+    preferred = (DEFAULT_EVAL_DAYS if eval_days is None else eval_days) * DAY
+    seconds = preferred if eval_days is not None else scored_span(total, preferred)
+    cells = round(seconds / step)
+    notes = []
+    if seconds < preferred:
+        notes.append(
+            f"The data spans {duration_text(total)}, too short to score "
+            f"{DEFAULT_EVAL_DAYS:g} days: scored its last {duration_text(cells * step)} "
+            "(--eval-days sets the span)."
         )
-    return table
+    if cells < 1:
+        raise ConfigError(f"`--eval-days` {eval_days!r} is shorter than one step of the data")
+    if cells >= n - horizon:
+        flag = "lower --horizon" if eval_days is None else "lower --eval-days or leave it out"
+        raise NotEnoughHistoryError(
+            f"scoring {duration_text(cells * step)} of forecasts {duration_text(horizon * step)} "
+            f"ahead needs more history: the data spans {duration_text(total)}; {flag}"
+        )
+    return cells, notes
 
 
-@click.command()
+def _season_shortfall(season: str | None, history_seconds: float) -> str | None:
+    """Why a seasonal model is left out on this history; None when it is scored."""
+    from forecaster.duration import parse_duration
+
+    if season is None or parse_duration(season, name="season") <= history_seconds:
+        return None
+    # Without one season of history a seasonal naive forecast is the last value: its scores
+    # would be last-value's under another name.
+    return (
+        f"its season ({season}) is longer than the history before the scored span "
+        f"({duration_text(history_seconds)})"
+    )
+
+
+def _model_entry(row: Any, missing: dict[str, str]) -> dict[str, Any]:
+    """A model's JSON entry: null where a metric is missing, ``missing`` giving the reason
+    under the metric's path (``mase``, ``relative_pinball.0.9``)."""
+    levels = [f"{q:g}" for q in DEFAULT_QUANTILES]
+    entry: dict[str, Any] = {
+        name: _number(row[name]) for name in ("mae", "rmse", "mase", "peak_underforecast")
+    }
+    for metric in PER_QUANTILE:
+        entry[metric] = {q: _number(row[f"{metric}_{q}"]) for q in levels}
+    entry["seconds"] = row["fit_seconds"] + row["predict_seconds"]
+    entry["missing"] = {_metric_path(column): reason for column, reason in missing.items()}
+    return entry
+
+
+def _number(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def _metric_path(column: str) -> str:
+    """``relative_pinball_0.9`` -> ``relative_pinball.0.9``; ``mase`` stays."""
+    for metric in PER_QUANTILE:
+        if column.startswith(f"{metric}_"):
+            return f"{metric}.{column.removeprefix(f'{metric}_')}"
+    return column
+
+
+def table_spec(report: dict[str, Any]) -> TableSpec:
+    """The report's models as a table: a row per model, ``—`` and a footnote where a metric
+    is missing, the skipped models and the notes below."""
+    evaluation = report["evaluation"]
+    models = report["models"]
+    scored = [name for name, m in models.items() if m["pinball"]["0.9"] is not None]
+    best = min(scored, key=lambda name: models[name]["pinball"]["0.9"], default=None)
+    return TableSpec(
+        title=f"Forecasts {duration_text(report['horizon_seconds'])} ahead from "
+        f"{evaluation['origins']} origins, " + span_text(evaluation["start"], evaluation["end"]),
+        key="model",
+        headers=tuple(header for header, _, _ in TABLE_COLUMNS),
+        rows=[
+            (name, [_cell(m, path, fmt) for _, path, fmt in TABLE_COLUMNS])
+            for name, m in models.items()
+        ],
+        notes=[f"{name} skipped: {reason}" for name, reason in report["skipped"].items()]
+        + report["notes"],
+        highlight=best,
+    )
+
+
+def _cell(entry: dict[str, Any], path: tuple[str, ...], fmt: str) -> Cell:
+    value: Any = entry
+    for key in path:
+        value = value[key]
+    if value is None:
+        return Missing(entry["missing"].get(".".join(path), "could not be computed"))
+    return format(value, fmt)
+
+
+@click.command(
+    epilog=(
+        "\b\nExit codes:\n"
+        "  0  the table was printed (and the JSON written)\n"
+        "  1  the data cannot be read, a name is unknown, or the data is too short for the\n"
+        "     flags (the message names the flag to change)\n"
+        "  2  a malformed flag"
+    )
+)
 @click.argument("data", type=click.Path(path_type=Path))
 @click.option("--value-col", default=None, help="Column holding the demand.")
 @click.option(
@@ -140,9 +250,9 @@ def render_table(report: dict[str, Any]) -> Any:
 @click.option(
     "--eval-days",
     type=float,
-    default=7.0,
-    show_default=True,
-    help="Length of the evaluation window at the end of the data.",
+    default=None,
+    help="Days at the end of the data whose origins are scored. Default: 7, or on data "
+    "shorter than 14 days what is left after 7 days of history, but at least its last 20%.",
 )
 @click.option(
     "--refit-every",
@@ -164,12 +274,18 @@ def evaluate(
     value_col: str | None,
     step: int | None,
     horizon: int,
-    eval_days: float,
+    eval_days: float | None,
     refit_every: int,
     models: str | None,
     json_path: Path | None,
 ) -> None:
-    """Rolling-origin evaluation of forecast models on DATA (CSV or Parquet)."""
+    """Rolling-origin evaluation of forecast models on DATA (CSV or Parquet).
+
+    A metric that cannot be computed on this data (MASE on less than a day of history) is
+    shown as a dash with the reason below the table, and is null in the JSON with the reason
+    under the model's "missing". A seasonal model whose season is longer than the history
+    before the scored span is skipped, and the report says why.
+    """
     with user_errors(), progress_bar() as bar:
         tasks: dict[str, Any] = {}
 
@@ -188,7 +304,7 @@ def evaluate(
             models=split_names(models),
             callback=callback,
         )
-    console().print(render_table(report))
+    print_table(console(), table_spec(report))
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(report, indent=2) + "\n")

@@ -52,11 +52,12 @@ def user_errors() -> Iterator[None]:
 
 
 def console() -> Any:
-    """A rich console for tables: the terminal's width, or 160 columns when piped so that a
-    table written to a file or a CI log is not squeezed into 80 columns and truncated."""
+    """A rich console on stdout. In a terminal, text wraps at its width and tables split to
+    fit it (see :mod:`prewarm.tables`); piped or written to a file, no line is wrapped or
+    cut whatever the width, and tables print as Markdown."""
     from rich.console import Console
 
-    return Console(width=None if sys.stdout.isatty() else 160)
+    return Console(soft_wrap=not sys.stdout.isatty())
 
 
 def progress_bar() -> Any:

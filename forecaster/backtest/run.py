@@ -11,7 +11,7 @@ import pandas as pd
 from forecaster.backtest.frontier import PolicyPoint, headline_point, savings, sweep
 from forecaster.backtest.walkforward import WalkForward, walk_forward_forecast
 from forecaster.backtest.workload import WorkloadSpec
-from forecaster.exceptions import ConfigError, DataValidationError
+from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError
 from forecaster.metrics import coverage, mase, pinball_loss
 from forecaster.models import BaseForecaster, make_model
 from forecaster.policies import FORECAST_POLICIES, Observation, QuantileForecast, policy_class
@@ -67,17 +67,23 @@ class BacktestSettings:
 
 @dataclass(frozen=True)
 class ForecastScore:
-    """Accuracy of the walk-forward forecasts at the lead horizon."""
+    """Accuracy of the walk-forward forecasts at the lead horizon.
+
+    ``mase`` is None when the history has no seasonal naive scale (a day or less of it);
+    ``missing`` then gives the reason under ``"mase"``.
+    """
 
     horizon_seconds: int
-    mase: float
+    mase: float | None
     pinball: dict[float, float]
     coverage: dict[float, float]
+    missing: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class BacktestResult:
-    """Everything the report shows."""
+    """Everything the report shows; ``skipped`` gives why each policy left out could not run
+    (too little history before the evaluation for it)."""
 
     observation: Observation
     times: pd.DatetimeIndex
@@ -86,6 +92,7 @@ class BacktestResult:
     cost_at_slo: dict[str, float | None]
     savings_at_slo: dict[str, float | None]
     forecast: dict[str, ForecastScore] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def backtest(
@@ -146,10 +153,30 @@ def backtest(
         retrain_every=splitter.retrain_every,
         forecast=forecast,
     )
-    frontier = sweep(obs, settings.policies, seed=settings.seed, progress=progress)
+    frontier, skipped = _sweep_runnable(obs, settings, progress)
     headline = {n: headline_point(p, spec.slo_unserved_fraction) for n, p in frontier.items()}
     costs = {n: (p.metrics.cost if meets else None) for n, (p, meets) in headline.items()}
-    return BacktestResult(obs, times, frontier, headline, costs, savings(costs), scores)
+    return BacktestResult(obs, times, frontier, headline, costs, savings(costs), scores, skipped)
+
+
+def _sweep_runnable(
+    obs: Observation, settings: BacktestSettings, progress: Progress | None
+) -> tuple[dict[str, list[PolicyPoint]], dict[str, str]]:
+    """Sweep each policy; one that needs more history than the trace has before the
+    evaluation (seasonal-naive's week) is left out with the reason, so the others still run."""
+    frontier: dict[str, list[PolicyPoint]] = {}
+    skipped: dict[str, str] = {}
+    for name in settings.policies:
+        try:
+            frontier |= sweep(obs, [name], seed=settings.seed, progress=progress)
+        except NotEnoughHistoryError as exc:
+            skipped[name] = str(exc)
+    if not frontier:
+        raise NotEnoughHistoryError(
+            "no policy can run on this history: "
+            + "; ".join(f"{name}: {reason}" for name, reason in skipped.items())
+        )
+    return frontier, skipped
 
 
 def score_forecast(
@@ -165,13 +192,20 @@ def score_forecast(
     history = values[:start]
     season = max(1, DAY // step)
     median = int(np.argmin(np.abs(np.array(forecast.quantiles) - 0.5)))
+    scaled: float | None = None
+    missing = {}
+    try:
+        scaled = mase(actual, predicted[:, median], history[~np.isnan(history)], season)
+    except DataValidationError as exc:  # too short or flat a history: no scale, no MASE
+        missing["mase"] = str(exc)
     return ForecastScore(
         horizon_seconds=horizon * step,
-        mase=mase(actual, predicted[:, median], history[~np.isnan(history)], season),
+        mase=scaled,
         pinball={
             q: pinball_loss(actual, predicted[:, i], q) for i, q in enumerate(forecast.quantiles)
         },
         coverage={q: coverage(actual, predicted[:, i]) for i, q in enumerate(forecast.quantiles)},
+        missing=missing,
     )
 
 

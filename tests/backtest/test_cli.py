@@ -1,7 +1,8 @@
-"""``prewarm backtest`` end to end on a small file, and its one-line errors."""
+"""``prewarm backtest`` end to end on small files, its scored span, and its one-line errors."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -9,8 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
+from prewarm import backtest_report, tables
 from prewarm.cli import cli
+
+DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +30,7 @@ def data_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-ARGS = ["--model", "ewma", "--train-window", "8d", "--retrain-every", "12h"]
+ARGS = ["--model", "ewma", "--train-window", "8d", "--retrain-every", "12h", "--min-eval", "1d"]
 
 
 def test_backtest_writes_json_and_report(data_file: Path, tmp_path: Path) -> None:
@@ -87,7 +92,10 @@ def test_backtest_writes_json_and_report(data_file: Path, tmp_path: Path) -> Non
     ("extra", "message"),
     [
         (["--policies", "static,magic"], "unknown policy 'magic'"),
-        (["--train-window", "30d"], "needs 8640 data steps"),
+        (
+            ["--min-eval", "9d"],
+            "too short to train on anything before scoring 9d; lower --min-eval",
+        ),
         (["--cold-start", "5x"], "--cold-start"),
     ],
     ids=["unknown-policy", "short-history", "bad-duration"],
@@ -103,3 +111,90 @@ def test_unreadable_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["backtest", str(tmp_path / "missing.csv")])
     assert result.exit_code != 0
     assert "does not exist" in result.output
+
+
+def _head(source: str, rows: int, path: Path) -> Path:
+    """The first ``rows`` records of a shipped trace, as a file of its own."""
+    with (DATA / source).open() as lines, path.open("w") as out:
+        out.writelines(line for _, line in zip(range(rows + 1), lines, strict=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def fortnight(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The backtest JSON of the first 14 days of the Google cluster trace (5-minute steps)
+    under the default 14-day training window, and what the command printed."""
+    folder = tmp_path_factory.mktemp("fortnight")
+    path = _head("google_cluster_cpu_5min.csv", 14 * 288, folder / "google_14d.csv")
+    out = folder / "result.json"
+    policies = "static,reactive,seasonal-naive,hybrid"
+    # Piped (CliRunner is no terminal) and 40 columns wide: the tables must come out whole.
+    result = CliRunner(env={"COLUMNS": "40"}).invoke(
+        cli, ["backtest", str(path), "--model", "ewma", "--policies", policies, "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    return {"document": json.loads(out.read_text()), "output": result.output}
+
+
+def test_a_14_day_trace_is_scored_over_3_days_with_a_shortened_window(fortnight: dict) -> None:
+    document = fortnight["document"]
+    assert document["evaluation"]["hours"] == pytest.approx(72.0)
+    assert document["settings"]["train_window_seconds"] == 11 * 86400
+    note = "Training window shortened from 14d to 11d so that at least 3d is scored"
+    assert any(line.startswith(note) for line in document["notes"])
+    assert note in fortnight["output"]
+    assert "scored 2019-05-12 00:00 to 2019-05-15 00:00 UTC (3d)" in fortnight["output"]
+    # 11 days before the evaluation hold seasonal-naive's week: every policy ran.
+    assert list(document["policies"]) == ["static", "reactive", "seasonal-naive", "hybrid"]
+    assert document["skipped"] == {}
+
+
+def _cell_texts(document: dict) -> list[str]:
+    """Every value of the policy table, a multi-line cell (the knob) line by line."""
+    spec = backtest_report.policy_table(document)
+    return [line for _, row in spec.rows for cell in row for line in str(cell).splitlines()]
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_the_table_fits_a_narrow_terminal_without_cutting_a_value(
+    fortnight: dict, width: int
+) -> None:
+    screen = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+    tables.print_table(screen, backtest_report.policy_table(fortnight["document"]))
+    shown = screen.file.getvalue()
+    assert "…" not in shown
+    assert max(len(line) for line in shown.splitlines()) <= width
+    tokens = set(shown.replace("│", " ").split())
+    for text in _cell_texts(fortnight["document"]):
+        assert text in tokens, f"{text!r} is not shown whole"
+
+
+def test_piped_output_is_markdown_with_every_value_whole(fortnight: dict) -> None:
+    output = fortnight["output"]
+    assert "| policy | knob | cost | replica hours |" in output
+    assert "…" not in output
+    cells = {cell.strip() for line in output.splitlines() for cell in line.split("|")}
+    cells |= {part for cell in cells for part in cell.split(", ")}  # the knob's settings
+    for text in _cell_texts(fortnight["document"]):
+        assert text in cells, f"{text!r} is not printed whole"
+
+
+def test_llm_arrivals_at_10s_backtest_without_mase_or_a_week_of_history(tmp_path: Path) -> None:
+    # 40 minutes of the Azure LLM conversation trace: one row per request.
+    path = _head("azure_llm_conv_arrivals.csv", 13_000, tmp_path / "llm.csv")
+    out = tmp_path / "result.json"
+    result = CliRunner().invoke(cli, ["backtest", str(path), "--step", "10s", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    document = json.loads(out.read_text())
+    forecast = document["forecast"]["lightgbm"]
+    assert forecast["mase"] is None
+    assert "MASE needs more than `season`=8640 steps" in forecast["missing"]["mase"]
+    assert forecast["pinball"] and all(v >= 0 for v in forecast["pinball"].values())
+    assert "seasonal-naive" not in document["policies"]
+    assert "needs 60839 data steps of history" in document["skipped"]["seasonal-naive"]
+    assert "seasonal-naive skipped: seasonal-naive needs" in result.output
+    # auto --min-eval on 40 minutes: the last 20% is scored, 80% trains.
+    span = document["data"]["rows"] * 10
+    scored = document["evaluation"]["hours"] * 3600
+    assert scored >= 0.2 * span and scored < 0.2 * span + 10
+    assert document["settings"]["train_window_seconds"] + scored == pytest.approx(span)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -7,9 +8,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
 from forecaster.scenarios import steady_diurnal
+from prewarm import tables
 from prewarm.cli import cli
+from prewarm.evaluate import table_spec
+
+DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +64,8 @@ def test_evaluate_prints_a_table_and_writes_the_json(trace, tmp_path):
     [
         pytest.param(["--models", "prophet"], "unknown model 'prophet'", id="unknown-model"),
         pytest.param(["--horizon", "soon"], "duration such as 30s", id="bad-duration"),
-        pytest.param(["--eval-days", "30"], "needs more history", id="too-long"),
+        pytest.param(["--eval-days", "30"], "needs more history: the data spans 6d", id="too-long"),
+        pytest.param(["--eval-days", "30"], "lower --eval-days", id="too-long-names-the-flag"),
     ],
 )
 def test_bad_input_exits_non_zero_with_one_clear_line(trace, args, message):
@@ -79,3 +86,104 @@ def test_console_script_reports_a_missing_file(tmp_path):
     assert result.returncode == 1
     assert f"data file '{missing}' does not exist" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def nyc_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """``prewarm evaluate`` on 20 days of the NYC taxi trace (30-minute steps), piped and
+    40 columns wide: the JSON and what it printed."""
+    folder = tmp_path_factory.mktemp("nyc")
+    path = folder / "nyc_20d.csv"
+    with (DATA / "nyc_taxi_passengers_30min.csv").open() as lines:
+        path.write_text("".join(line for _, line in zip(range(20 * 48 + 1), lines, strict=False)))
+    out = folder / "report.json"
+    result = CliRunner(env={"COLUMNS": "40"}).invoke(
+        cli,
+        [
+            "evaluate",
+            str(path),
+            "--horizon",
+            "1h",
+            "--eval-days",
+            "2",
+            "--models",
+            "last-value,ewma,seasonal-naive-daily,seasonal-naive-weekly",
+            "--json",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return {"report": json.loads(out.read_text()), "output": result.output}
+
+
+def _cell_texts(report: dict) -> list[str]:
+    return [str(cell) for _, row in table_spec(report).rows for cell in row]
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_the_table_fits_a_narrow_terminal_without_cutting_a_number(
+    nyc_report: dict, width: int
+) -> None:
+    screen = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+    tables.print_table(screen, table_spec(nyc_report["report"]))
+    shown = screen.file.getvalue()
+    assert "…" not in shown
+    assert max(len(line) for line in shown.splitlines()) <= width
+    tokens = set(shown.replace("│", " ").split())
+    for name in nyc_report["report"]["models"]:
+        assert name in tokens
+    for text in _cell_texts(nyc_report["report"]):
+        assert text in tokens, f"{text!r} is not shown whole"
+
+
+def test_piped_output_is_markdown_with_every_value_whole(nyc_report: dict) -> None:
+    output = nyc_report["output"]
+    assert "| model | MAE | MASE | pinball q0.5 | pinball q0.9 |" in output
+    assert "…" not in output
+    cells = {cell.strip() for line in output.splitlines() for cell in line.split("|")}
+    for text in _cell_texts(nyc_report["report"]):
+        assert text in cells, f"{text!r} is not printed whole"
+    # Every report states the scored span: 2 days of origins, ending at the last scoreable one.
+    evaluation = nyc_report["report"]["evaluation"]
+    assert evaluation["hours"] == pytest.approx(48.0)
+    assert "2014-07-18 23:00 to 2014-07-20 23:00 UTC (2d)" in output
+
+
+def test_llm_arrivals_at_10s_are_evaluated_with_mase_missing_and_why(tmp_path: Path) -> None:
+    # 40 minutes of the Azure LLM conversation trace: one row per request, counted per 10 s.
+    path = tmp_path / "llm.csv"
+    with (DATA / "azure_llm_conv_arrivals.csv").open() as lines:
+        path.write_text("".join(line for _, line in zip(range(13_001), lines, strict=False)))
+    out = tmp_path / "report.json"
+    models = "last-value,lightgbm,seasonal-naive-daily"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            str(path),
+            "--step",
+            "10s",
+            "--horizon",
+            "1m",
+            "--models",
+            models,
+            "--json",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert set(report["models"]) == {"last-value", "lightgbm"}
+    for entry in report["models"].values():
+        assert entry["mase"] is None
+        assert "MASE needs more than `season`=8640 steps" in entry["missing"]["mase"]
+        assert entry["mae"] > 0 and entry["pinball"]["0.9"] > 0
+    assert "its season (1d) is longer than the history" in report["skipped"]["seasonal-naive-daily"]
+    # No --eval-days on 40 minutes of data: the last 20% is scored, and the report says so.
+    evaluation = report["evaluation"]
+    assert evaluation["origins"] == round(0.2 * report["data"]["rows"])  # one row per 10 s
+    assert evaluation["hours"] * 3600 == pytest.approx(evaluation["origins"] * 10)
+    assert any("too short to score 7 days" in note for note in report["notes"])
+    assert "| last-value | " in result.output and "—¹" in result.output
+    assert "¹ MASE needs more than" in result.output
+    assert "seasonal-naive-daily skipped: its season (1d)" in result.output
