@@ -37,7 +37,7 @@ def horizon_cells(horizon_seconds: int, step: int) -> int:
 
 def season_cells(step: int) -> int:
     """One day of cells for sub-daily data, one week for daily data."""
-    return 86400 // step if step < 86400 else max(1, 7 * 86400 // step)
+    return DAY // step if step < DAY else max(1, 7 * DAY // step)
 
 
 def run_evaluation(
@@ -59,8 +59,6 @@ def run_evaluation(
     import pandas as pd
 
     from forecaster.evaluation import RollingOrigin, evaluate
-    from forecaster.exceptions import NotEnoughHistoryError
-    from forecaster.models import MODELS, make_model
     from training.sources.file import load_history
 
     history = load_history(data, step=step, value_col=value_col)
@@ -70,20 +68,7 @@ def run_evaluation(
     refit_cells = max(1, round(refit_every / history.step))
     splitter = RollingOrigin(horizon=cells, eval_cells=eval_cells, refit_every=refit_cells)
     before = (splitter.blocks(times)[0][0] - times[0]).total_seconds()
-    estimators, skipped = {}, {}
-    for name in models or list(MODELS):
-        model = make_model(name, horizons=(cells,), quantiles=DEFAULT_QUANTILES)
-        reason = _season_shortfall(model.get_params().get("season"), before)
-        if reason is None:
-            estimators[name] = model
-        else:
-            skipped[name] = reason
-    if not estimators:
-        raise NotEnoughHistoryError(
-            "no model can be evaluated: "
-            + "; ".join(f"{name}: {reason}" for name, reason in skipped.items())
-            + "; choose others with --models, or score less with --eval-days"
-        )
+    estimators, skipped = _models_for(models, cells, before)
     result = evaluate(
         history.frame,
         estimators,
@@ -149,6 +134,31 @@ def evaluation_cells(
             f"ahead needs more history: the data spans {duration_text(total)}; {flag}"
         )
     return cells, notes
+
+
+def _models_for(
+    names: list[str] | None, cells: int, history_seconds: float
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The named models (default: all) that can be scored after ``history_seconds`` of
+    history, and the reason each other one is skipped."""
+    from forecaster.exceptions import NotEnoughHistoryError
+    from forecaster.models import MODELS, make_model
+
+    estimators, skipped = {}, {}
+    for name in names or list(MODELS):
+        model = make_model(name, horizons=(cells,), quantiles=DEFAULT_QUANTILES)
+        reason = _season_shortfall(model.get_params().get("season"), history_seconds)
+        if reason is None:
+            estimators[name] = model
+        else:
+            skipped[name] = reason
+    if not estimators:
+        raise NotEnoughHistoryError(
+            "no model can be evaluated: "
+            + "; ".join(f"{name}: {reason}" for name, reason in skipped.items())
+            + "; choose others with --models, or score less with --eval-days"
+        )
+    return estimators, skipped
 
 
 def _season_shortfall(season: str | None, history_seconds: float) -> str | None:
