@@ -19,6 +19,8 @@ import pandas as pd
 from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError
 
 _SHOWN = 5  # offending rows echoed in an error message
+# Longest gap, in cells, interpolated rather than left missing.
+DEFAULT_MAX_FILL = 3
 
 
 @dataclass(frozen=True)
@@ -186,7 +188,7 @@ def regularize(
     *,
     columns: Columns = DEFAULT_COLUMNS,
     covariates: Sequence[str] = (),
-    max_fill: int = 3,
+    max_fill: int = DEFAULT_MAX_FILL,
 ) -> pd.DataFrame:
     """Put every series on an epoch-aligned grid of ``step`` seconds.
 
@@ -232,17 +234,36 @@ def fill_short_gaps(values: np.ndarray, max_fill: int) -> np.ndarray:
     array([ 1.,  2.,  3., nan, nan,  6.])
     """
     out = np.asarray(values, dtype=float).copy()
-    missing = np.isnan(out)
-    if not missing.any() or max_fill == 0:
+    observed = np.flatnonzero(~np.isnan(out))
+    if observed.size == 0 or max_fill == 0:
         return out
-    # Run boundaries of the NaN mask: starts where it turns on, ends where it turns off.
-    edges = np.diff(np.concatenate([[0], missing.astype(np.int8), [0]]))
-    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    observed = np.flatnonzero(~missing)
-    if observed.size == 0:
-        return out
-    for start, end in zip(starts, ends, strict=True):
+    for start, end in missing_runs(out):
         interior = start > 0 and end < len(out)
         if interior and end - start <= max_fill:
             out[start:end] = np.interp(np.arange(start, end), observed, out[observed])
     return out
+
+
+def long_gaps(values: np.ndarray, max_fill: int) -> list[tuple[int, int]]:
+    """The NaN runs of ``values`` longer than ``max_fill`` cells, as ``(start, end)`` pairs.
+
+    These are the gaps :func:`fill_short_gaps` leaves open, plus runs at either end longer
+    than ``max_fill``.
+
+    >>> long_gaps(np.array([1.0, np.nan, 3.0, np.nan, np.nan, 6.0, np.nan, np.nan]), 1)
+    [(3, 5), (6, 8)]
+    """
+    return [(start, end) for start, end in missing_runs(values) if end - start > max_fill]
+
+
+def missing_runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """Each run of consecutive NaN in ``values``, as ``[start, end)`` index pairs in order.
+
+    >>> missing_runs(np.array([np.nan, 1.0, np.nan, np.nan, 2.0]))
+    [(0, 1), (2, 4)]
+    """
+    missing = np.isnan(np.asarray(values, dtype=float))
+    # Run boundaries of the NaN mask: starts where it turns on, ends where it turns off.
+    edges = np.diff(np.concatenate([[0], missing.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return [(int(start), int(end)) for start, end in zip(starts, ends, strict=True)]

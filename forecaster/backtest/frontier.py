@@ -31,10 +31,10 @@ class PolicyPoint:
 def run_policy(
     obs: Observation, name: str, params: dict[str, float], seed: int
 ) -> tuple[Trajectory, Metrics]:
-    """Plan ``name`` with ``params`` on ``obs``, simulate it, and measure it."""
+    """Plan ``name`` with ``params`` on ``obs``, simulate it, and measure its scored steps."""
     plan = make_policy(name, **params).plan(obs)
     trajectory = simulate(obs.sim_rate, plan, obs.spec, step_seconds=obs.sim_step, seed=seed)
-    return trajectory, compute_metrics(trajectory, obs.spec)
+    return trajectory, compute_metrics(trajectory, obs.spec, obs.scored)
 
 
 def sweep(

@@ -8,6 +8,7 @@ import numpy as np
 
 from forecaster.backtest.simulator import Trajectory
 from forecaster.backtest.workload import WorkloadSpec
+from forecaster.exceptions import DataValidationError
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,21 @@ class Metrics:
         return asdict(self)
 
 
-def compute_metrics(trajectory: Trajectory, spec: WorkloadSpec) -> Metrics:
+def compute_metrics(
+    trajectory: Trajectory, spec: WorkloadSpec, scored: np.ndarray | None = None
+) -> Metrics:
     """Summarize ``trajectory`` with the prices and SLO of ``spec``.
+
+    Parameters
+    ----------
+    trajectory
+        The simulated run.
+    spec
+        Prices and SLO.
+    scored
+        Per step, whether it counts (``False`` inside a gap of the data, which the
+        simulation ran through); ``None`` counts every step. Work is counted in the step it
+        arrives, is served or is dropped, and a scale event in the step it happens.
 
     Examples
     --------
@@ -55,31 +69,43 @@ def compute_metrics(trajectory: Trajectory, spec: WorkloadSpec) -> Metrics:
     >>> run = simulate(np.full(240, 0.5), np.ones(240), spec)
     >>> compute_metrics(run, spec).replica_hours
     1.0
+    >>> compute_metrics(run, spec, scored=np.arange(240) < 120).replica_hours
+    0.5
     """
+    n = len(trajectory.arrivals)
+    keep = np.ones(n, dtype=bool) if scored is None else np.asarray(scored, dtype=bool)
+    if keep.shape != (n,):
+        raise DataValidationError(
+            f"`scored` must have one entry per step of the trajectory ({n}), got {keep.shape}"
+        )
     step = trajectory.step_seconds
-    replica_hours = float(trajectory.asked.sum()) * step / 3600.0
-    arrived = float(trajectory.arrivals.sum())
-    unserved = float(trajectory.unserved.sum())
-    capacity = float(trajectory.ready.sum()) * spec.capacity_per_replica * step
+    replica_hours = float(trajectory.asked[keep].sum()) * step / 3600.0
+    arrivals = np.where(keep, trajectory.arrivals, 0.0)
+    unserved = np.where(keep, trajectory.unserved, 0.0)
+    arrived = float(arrivals.sum())
+    capacity = float(trajectory.ready[keep].sum()) * spec.capacity_per_replica * step
+    changes = np.diff(trajectory.asked) != 0
     return Metrics(
         replica_hours=replica_hours,
         cost=replica_hours * spec.replica_hour_cost,
-        unserved_fraction=unserved / arrived if arrived > 0 else 0.0,
-        slo_violation_minutes=_violation_minutes(trajectory, spec.slo_unserved_fraction),
-        cold_starts=int(trajectory.launched.sum()),
-        scale_events=int(np.count_nonzero(np.diff(trajectory.asked))),
-        mean_utilization=float(trajectory.served.sum()) / capacity if capacity > 0 else 0.0,
+        unserved_fraction=float(unserved.sum()) / arrived if arrived > 0 else 0.0,
+        slo_violation_minutes=_violation_minutes(
+            arrivals, unserved, step, spec.slo_unserved_fraction
+        ),
+        cold_starts=int(trajectory.launched[keep].sum()),
+        scale_events=int(np.count_nonzero(changes & keep[1:])),
+        mean_utilization=float(trajectory.served[keep].sum()) / capacity if capacity > 0 else 0.0,
     )
 
 
-def _violation_minutes(trajectory: Trajectory, allowed_fraction: float) -> float:
+def _violation_minutes(
+    arrivals: np.ndarray, unserved: np.ndarray, step: float, allowed_fraction: float
+) -> float:
     # Bucket steps into whole minutes when the step divides a minute; otherwise each step is
     # its own bucket, so the figure never depends on a bucket straddling two steps.
-    step = trajectory.step_seconds
     per_bucket = int(60 // step) if step < 60 and 60 % step == 0 else 1
-    n = len(trajectory.arrivals)
-    pad = (-n) % per_bucket
-    arrivals = np.pad(trajectory.arrivals, (0, pad)).reshape(-1, per_bucket).sum(axis=1)
-    unserved = np.pad(trajectory.unserved, (0, pad)).reshape(-1, per_bucket).sum(axis=1)
-    violated = unserved > allowed_fraction * arrivals
+    pad = (-len(arrivals)) % per_bucket
+    arrived = np.pad(arrivals, (0, pad)).reshape(-1, per_bucket).sum(axis=1)
+    lost = np.pad(unserved, (0, pad)).reshape(-1, per_bucket).sum(axis=1)
+    violated = lost > allowed_fraction * arrived
     return float(np.count_nonzero(violated)) * per_bucket * step / 60.0

@@ -12,6 +12,7 @@ from forecaster.backtest.frontier import PolicyPoint, headline_point, savings, s
 from forecaster.backtest.walkforward import WalkForward, walk_forward_forecast
 from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError
+from forecaster.frame import DEFAULT_MAX_FILL, long_gaps
 from forecaster.metrics import coverage, mase, pinball_loss
 from forecaster.models import BaseForecaster, make_model
 from forecaster.policies import FORECAST_POLICIES, Observation, QuantileForecast, policy_class
@@ -40,6 +41,10 @@ class BacktestSettings:
         Seconds past the lead the forecast window extends.
     sim_step, seed
         Simulation step and the seed of the cold-start draws and the model.
+    max_fill
+        Longest run of missing cells scored as its linear interpolation. Longer gaps are
+        filled only so the simulation runs through them, and are left out of scoring for
+        every policy (see :attr:`Observation.excluded`).
     """
 
     spec: WorkloadSpec
@@ -57,8 +62,11 @@ class BacktestSettings:
     hold: float = 0.0
     sim_step: float = 15.0
     seed: int = 0
+    max_fill: int = DEFAULT_MAX_FILL
 
     def __post_init__(self) -> None:
+        if self.max_fill < 0:
+            raise ConfigError(f"`max_fill` must be >= 0, got {self.max_fill!r}")
         for name in self.policies:
             policy_class(name)
         if not self.policies:
@@ -108,7 +116,7 @@ def backtest(
     ----------
     values
         Demand rate per data step (NaN = missing: models skip it, the simulator replays it
-        linearly interpolated).
+        linearly interpolated; runs of more than ``settings.max_fill`` cells are not scored).
     times
         The UTC grid of ``values``.
     step
@@ -152,7 +160,13 @@ def backtest(
         train_window=splitter.train_window,
         retrain_every=splitter.retrain_every,
         forecast=forecast,
+        excluded=_excluded(values, start, settings.max_fill),
     )
+    if not obs.scored.any():
+        raise DataValidationError(
+            f"every evaluated cell is in a gap of more than `max_fill`={settings.max_fill} "
+            "missing cells: nothing to score"
+        )
     frontier, skipped = _sweep_runnable(obs, settings, progress)
     headline = {n: headline_point(p, spec.slo_unserved_fraction) for n, p in frontier.items()}
     costs = {n: (p.metrics.cost if meets else None) for n, (p, meets) in headline.items()}
@@ -177,6 +191,13 @@ def _sweep_runnable(
             + "; ".join(f"{name}: {reason}" for name, reason in skipped.items())
         )
     return frontier, skipped
+
+
+def _excluded(values: np.ndarray, start: int, max_fill: int) -> tuple[tuple[int, int], ...]:
+    """The evaluated part of each gap of more than ``max_fill`` missing cells."""
+    return tuple(
+        (max(begin, start), end) for begin, end in long_gaps(values, max_fill) if end > start
+    )
 
 
 def score_forecast(

@@ -113,6 +113,11 @@ class Observation:
         Walk-forward windows in data steps (``static`` resizes at each retrain).
     forecast
         Precomputed quantile forecasts for the forecast-driven policies.
+    excluded
+        Data cells ``[begin, end)`` of the evaluation span left out of scoring: gaps in the
+        data too long to interpolate. ``demand`` holds a fill for them, so the simulation
+        runs through them (replicas stay up, the queue carries), but no cost, unserved work
+        or SLO minute is counted there.
     """
 
     demand: np.ndarray
@@ -123,6 +128,7 @@ class Observation:
     train_window: int = 0
     retrain_every: int = 0
     forecast: QuantileForecast | None = None
+    excluded: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 < self.start < len(self.demand):
@@ -130,11 +136,27 @@ class Observation:
                 f"`start` must leave history before it and data after it (0 < start < "
                 f"{len(self.demand)}), got {self.start}"
             )
+        for begin, end in self.excluded:
+            if not self.start <= begin < end <= len(self.demand):
+                raise ConfigError(
+                    f"`excluded` intervals must lie in the evaluation span [{self.start}, "
+                    f"{len(self.demand)}) and be non-empty, got {(begin, end)}"
+                )
 
     @cached_property
     def sim_rate(self) -> np.ndarray:
         """Demand rate per simulation step over the evaluation span (computed once)."""
         return resample_demand(self.demand[self.start :], self.data_step, self.sim_step)
+
+    @cached_property
+    def scored(self) -> np.ndarray:
+        """Per simulation step, whether it is scored: ``False`` where it overlaps an excluded
+        cell (computed once)."""
+        cells = np.zeros(len(self.demand) - self.start)
+        for begin, end in self.excluded:
+            cells[begin - self.start : end - self.start] = 1.0
+        # the share of each step's time spent in excluded cells; exactly 0 away from them
+        return resample_demand(cells, self.data_step, self.sim_step) == 0.0
 
     @property
     def n_steps(self) -> int:
