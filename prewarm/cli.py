@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "backtest": "prewarm.backtest:backtest",
     "demo": "prewarm.demo:demo",
     "evaluate": "prewarm.evaluate:evaluate",
+    "manifests": "prewarm.manifests:manifests",
     "serve": "prewarm.serve:serve",
     "train": "prewarm.train:train",
 }

@@ -78,6 +78,10 @@ class HybridPolicy(ReactivePolicy):
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the two-metric HPA keeps at each simulation step."""
         forecast = PredictivePolicy(self.quantile, self.forecast_utilization, self.hold)
-        utilization = self.forecast_utilization or obs.spec.target_utilization
         rate = forecast.rate_at(obs, self.ticks(obs))
-        return self.plan_with(obs, [(rate, obs.spec.capacity_per_replica * utilization)])
+        return self.plan_with(obs, [(rate, self.forecast_target(obs.spec))])
+
+    def forecast_target(self, spec: WorkloadSpec) -> float:
+        """``averageValue`` of the forecast-demand metric: demand per replica at the forecast
+        path's utilization."""
+        return spec.capacity_per_replica * (self.forecast_utilization or spec.target_utilization)

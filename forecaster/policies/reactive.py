@@ -80,15 +80,18 @@ class ReactivePolicy:
         behavior = self.hpa_behavior()
         sync = behavior.sync_period_seconds
         ticks = obs.step_times(sync)
-        utilization = self.target_utilization or obs.spec.target_utilization
         usage = obs.mean_rate(ticks - self.scrape_interval, self.rate_window)
         usages = [usage, *(values for values, _ in extra)]
-        targets = [obs.spec.capacity_per_replica * utilization, *(t for _, t in extra)]
+        targets = [self.demand_target(obs.spec), *(t for _, t in extra)]
         controller = HPAController(behavior, obs.spec.min_replicas, obs.spec.max_replicas)
         # A controller that has been running holds its steady-state answer at the start.
         first = max((math.ceil(u[0] / t) for u, t in zip(usages, targets, strict=True)), default=0)
         initial = int(np.clip(first, obs.spec.min_replicas, obs.spec.max_replicas))
         return obs.hold_to_steps(controller.run(usages, targets, initial), sync)
+
+    def demand_target(self, spec: WorkloadSpec) -> float:
+        """``averageValue`` of the demand metric: demand per replica at the target utilization."""
+        return spec.capacity_per_replica * (self.target_utilization or spec.target_utilization)
 
     def hpa_behavior(self) -> HPABehavior:
         """The behavior the controller runs with, tolerance applied."""

@@ -1,0 +1,381 @@
+"""``prewarm manifests``: per workload, the HPA or KEDA ScaledObject the backtest simulated.
+
+The numbers (targets, behavior, tolerance) come from
+:func:`forecaster.policies.autoscaler.hpa_spec`, which reads them off the backtest's own
+``hybrid`` policy object for the workload's policy: the registered champion's
+``policies.json`` when the MLflow store has one, else the config.
+
+Exit codes
+----------
+0  manifests written
+1  the MLflow store could not be read, or a file could not be written
+2  bad configuration (the message names the field and the value)
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
+
+import click
+
+if TYPE_CHECKING:
+    from forecaster.workload import WorkloadPolicy
+    from training.config import TrainConfig
+
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+
+Kind = Literal["hpa", "keda"]
+# The Service of deploy/serving/service.yaml: where KEDA reaches prewarm's JSON endpoint.
+SERVE_URL = "https://prewarm-serve.prewarm.svc:443"
+# The forecast metric whose target the backtest simulates (demand per replica at the forecast
+# path's utilization); serving/k8s.py serves it, selected by the workload label.
+FORECAST_METRIC = "prewarm_forecast_demand"
+POLICIES_ARTIFACT = "policies.json"
+TOLERANCE_NOTE = (
+    "per-HPA tolerance (KEP-4951): Kubernetes >= 1.35 (beta, on by default); "
+    "1.33-1.34 only with the HPAConfigurableTolerance feature gate"
+)
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """Where the rendered autoscaler reads its metrics (deployment facts, not policy)."""
+
+    namespace: str
+    demand_metric: str
+
+
+@dataclass(frozen=True)
+class Policies:
+    """Each workload's policy and where it came from (said in the output)."""
+
+    by_workload: dict[str, WorkloadPolicy]
+    origin: str
+
+
+# -- policies --------------------------------------------------------------------------------
+def registered_policies(config: TrainConfig, tracking_uri: str) -> Policies | None:
+    """The champion version's registered policies, or ``None`` when there is none.
+
+    Raises
+    ------
+    TrackingError
+        The store exists but cannot be read, or its ``policies.json`` is not one.
+    """
+    from mlflow import MlflowClient
+    from mlflow.artifacts import load_dict
+    from mlflow.exceptions import MlflowException
+
+    from forecaster.exceptions import ConfigError
+    from forecaster.workload import WorkloadPolicy
+    from training.exceptions import TrackingError
+    from training.registry import champion_version
+
+    name = config.mlflow.registered_model
+    if _missing_sqlite(tracking_uri):
+        return None
+    version = champion_version(name, tracking_uri=tracking_uri)
+    if version is None:
+        return None
+    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    try:
+        run_id = client.get_model_version(name, version).run_id
+        document = load_dict(f"runs:/{run_id}/{POLICIES_ARTIFACT}")
+    except MlflowException as exc:
+        if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
+            return None
+        raise TrackingError(f"cannot read {POLICIES_ARTIFACT} of {name} v{version}: {exc}") from exc
+    except OSError:  # a version registered before policies were: the config decides
+        return None
+    try:
+        policies = {w: WorkloadPolicy.from_dict(d) for w, d in document.items()}
+    except (ConfigError, TypeError, KeyError) as exc:
+        raise TrackingError(
+            f"{POLICIES_ARTIFACT} of {name} v{version} is not valid: {exc}"
+        ) from exc
+    return Policies(policies, f"{POLICIES_ARTIFACT} of {name} v{version} (champion)")
+
+
+def _missing_sqlite(tracking_uri: str) -> bool:
+    """Whether ``tracking_uri`` names a SQLite file that does not exist (nothing registered;
+    opening it would create an empty store as a side effect)."""
+    prefix = "sqlite:///"
+    return tracking_uri.startswith(prefix) and not Path(tracking_uri[len(prefix) :]).exists()
+
+
+def resolve_policies(config: TrainConfig, config_path: Path, tracking_uri: str) -> Policies:
+    """The registered policies of the workloads in ``config``, else the config's own."""
+    registered = registered_policies(config, tracking_uri)
+    declared = config.policies
+    if registered is None:
+        return Policies(declared, f"the config {config_path} (no registered policies)")
+    missing = sorted(set(declared) - set(registered.by_workload))
+    if missing:
+        from forecaster.exceptions import ConfigError
+
+        raise ConfigError(
+            f"workloads {missing} of {config_path} have no policy in {registered.origin}: "
+            "train them first"
+        )
+    return Policies({w: registered.by_workload[w] for w in declared}, registered.origin)
+
+
+# -- manifests -------------------------------------------------------------------------------
+def hpa_manifest(name: str, policy: WorkloadPolicy, wiring: Wiring) -> dict[str, Any]:
+    """The ``autoscaling/v2`` HorizontalPodAutoscaler of workload ``name``.
+
+    The demand is an ``Object`` metric on the Deployment, from ``custom.metrics.k8s.io``
+    (e.g. prometheus-adapter's rules): prewarm owns ``external.metrics.k8s.io``, and an
+    ``Object`` metric with an ``AverageValue`` target scales exactly as the simulated
+    External one (``ceil(demand / target)``).
+    """
+    from forecaster.policies.autoscaler import hpa_spec
+
+    spec = hpa_spec(
+        policy,
+        forecast_metric={
+            "type": "External",
+            "external": {
+                "metric": {"name": FORECAST_METRIC, "selector": {"matchLabels": {"workload": name}}}
+            },
+        },
+        demand_metric={
+            "type": "Object",
+            "object": {
+                "describedObject": _deployment(name),
+                "metric": {"name": wiring.demand_metric},
+            },
+        },
+    )
+    for metric in spec["metrics"]:
+        target = metric[metric["type"].lower()]["target"]
+        target["averageValue"] = _quantity(target["averageValue"])
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "namespace": wiring.namespace},
+        "spec": {
+            "scaleTargetRef": _deployment(name),
+            **spec,
+            "behavior": _behavior_quantities(spec["behavior"]),
+        },
+    }
+
+
+def scaled_object(
+    name: str, policy: WorkloadPolicy, wiring: Wiring, prometheus_url: str, demand_query: str
+) -> dict[str, Any]:
+    """The KEDA ScaledObject of workload ``name``: the same HPA, with KEDA's triggers.
+
+    The demand comes from KEDA's ``prometheus`` scaler on the workload's own ``demand``
+    query (``AverageValue``, as simulated); the forecast from prewarm's ``metrics-api``.
+    KEDA metadata values are plain decimals, not Quantity strings.
+    """
+    from forecaster.policies.autoscaler import hpa_spec
+
+    placeholder = {"type": "External", "external": {"metric": {"name": "-"}}}
+    spec = hpa_spec(policy, placeholder, placeholder)
+    forecast_target, demand_target = (
+        m["external"]["target"]["averageValue"] for m in spec["metrics"]
+    )
+    return {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": name, "namespace": wiring.namespace},
+        "spec": {
+            "scaleTargetRef": {"name": name},
+            "minReplicaCount": spec["minReplicas"],
+            "maxReplicaCount": spec["maxReplicas"],
+            "advanced": {
+                "horizontalPodAutoscalerConfig": {
+                    "behavior": _behavior_quantities(spec["behavior"])
+                }
+            },
+            "triggers": [
+                {
+                    "type": "metrics-api",
+                    "metricType": "AverageValue",
+                    "metadata": {
+                        "url": f"{SERVE_URL}/v1/workloads/{name}/forecast",
+                        "format": "json",
+                        "valueLocation": "forecastDemand",
+                        "targetValue": _decimal(forecast_target),
+                        "authMode": "bearer",
+                    },
+                    "authenticationRef": {"name": "prewarm-bearer"},
+                },
+                {
+                    "type": "prometheus",
+                    "metricType": "AverageValue",
+                    "metadata": {
+                        "serverAddress": prometheus_url,
+                        "query": demand_query,
+                        "threshold": _decimal(demand_target),
+                    },
+                },
+            ],
+        },
+    }
+
+
+def _deployment(name: str) -> dict[str, str]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
+
+
+def _behavior_quantities(behavior: Mapping[str, Any]) -> dict[str, Any]:
+    """``behavior`` with each direction's ``tolerance`` as a Quantity string."""
+    return {
+        direction: {
+            **rules,
+            **({"tolerance": _quantity(rules["tolerance"])} if "tolerance" in rules else {}),
+        }
+        for direction, rules in behavior.items()
+    }
+
+
+def _quantity(value: float) -> str:
+    from serving.quantity import format_quantity
+
+    return format_quantity(value)
+
+
+def _decimal(value: float) -> str:
+    return repr(float(value))
+
+
+def to_yaml(document: Mapping[str, Any], header: str) -> str:
+    """YAML of ``document`` under ``header`` (comment lines), the tolerance fields annotated
+    with the Kubernetes version they need."""
+    import yaml
+
+    body = yaml.safe_dump(dict(document), sort_keys=False, width=100)
+    body = re.sub(r"^(\s*tolerance: .*)$", rf"\1  # {TOLERANCE_NOTE}", body, flags=re.MULTILINE)
+    comments = "".join(f"# {line}\n".replace("# \n", "#\n") for line in header.splitlines())
+    return comments + body
+
+
+def header(name: str, policy: WorkloadPolicy, origin: str, kind: Kind) -> str:
+    """Where the numbers of workload ``name``'s manifest come from."""
+    settings = ", ".join(f"{k}={v:g}" for k, v in policy.settings().items())
+    spec = policy.spec
+    return (
+        f"Rendered by `prewarm manifests --kind {kind}` for workload {name}: the autoscaler the\n"
+        f"backtest simulates for the policy in {origin}.\n"
+        f"Policy: {settings}; capacity_per_replica={spec.capacity_per_replica:g}.\n"
+        f"Forecast target = capacity_per_replica x forecast_utilization, demand target =\n"
+        f"capacity_per_replica x target_utilization; behavior as simulated (Kubernetes\n"
+        f"defaults). Re-render after each promotion; do not edit the numbers by hand."
+    )
+
+
+def render(config: TrainConfig, policies: Policies, kind: Kind, wiring: Wiring) -> dict[str, str]:
+    """File name -> YAML text, one file per workload."""
+    from forecaster.exceptions import ConfigError
+    from training.config import PrometheusSourceConfig
+
+    if kind == "keda" and not isinstance(config.source, PrometheusSourceConfig):
+        raise ConfigError(
+            "`--kind keda` reads each workload's demand with KEDA's prometheus scaler on its "
+            f"`demand` query: `source.type` must be 'prometheus', got {config.source.type!r}"
+        )
+    files = {}
+    for workload in config.workloads:
+        policy = policies.by_workload[workload.name]
+        if kind == "hpa":
+            document = hpa_manifest(workload.name, policy, wiring)
+            suffix = "hpa"
+        else:
+            assert isinstance(config.source, PrometheusSourceConfig)  # checked above
+            document = scaled_object(
+                workload.name, policy, wiring, str(config.source.url), str(workload.demand)
+            )
+            suffix = "scaledobject"
+        text = to_yaml(document, header(workload.name, policy, policies.origin, kind))
+        files[f"{workload.name}.{suffix}.yaml"] = text
+    return files
+
+
+@click.command(
+    epilog=(
+        "\b\nExit codes:\n"
+        "  0  manifests written\n"
+        "  1  MLflow store unreadable, or a file could not be written\n"
+        "  2  bad configuration"
+    )
+)
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML configuration (see examples/).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    default=Path("manifests"),
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder the manifests are written to.",
+)
+@click.option(
+    "--tracking-uri",
+    help="MLflow tracking URI; overrides PREWARM_MLFLOW_TRACKING_URI and the config.",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(["hpa", "keda"]),
+    default="hpa",
+    show_default=True,
+    help="A HorizontalPodAutoscaler, or a KEDA ScaledObject.",
+)
+@click.option("--namespace", default="default", show_default=True, help="Of the workloads.")
+@click.option(
+    "--demand-metric",
+    default="workload_demand",
+    show_default=True,
+    help="Custom metric (custom.metrics.k8s.io, on each Deployment) of the demand (--kind hpa).",
+)
+def manifests(
+    config_path: Path,
+    out_dir: Path,
+    tracking_uri: str | None,
+    kind: Kind,
+    namespace: str,
+    demand_metric: str,
+) -> None:
+    """Write each workload's HPA (or KEDA ScaledObject) exactly as the backtest simulated it."""
+    from forecaster.exceptions import ConfigError
+    from training.config import load_config
+    from training.exceptions import TrackingError
+    from training.settings import resolve_tracking_uri
+
+    try:
+        config = load_config(config_path)
+        uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
+        policies = resolve_policies(config, config_path, uri)
+        files = render(config, policies, kind, Wiring(namespace, demand_metric))
+    except ConfigError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+    except TrackingError as exc:
+        _fail(str(exc), EXIT_FAILURE)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for file_name, text in files.items():
+            (out_dir / file_name).write_text(text)
+    except OSError as exc:
+        _fail(f"cannot write to {str(out_dir)!r}: {exc.strerror}", EXIT_FAILURE)
+    click.echo(f"Policies from {policies.origin}.")
+    for file_name in files:
+        click.echo(f"Wrote {out_dir / file_name}")
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
