@@ -113,6 +113,7 @@ def build(n: int, cells: int = 240) -> tuple[Any, FrameSource, Any]:
     from forecaster.backtest.workload import WorkloadSpec
     from forecaster.capacity import required_horizons
     from forecaster.models.baseline import LastValue
+    from forecaster.workload import WorkloadPolicy
     from serving.settings import RefreshConfig, WorkloadConfig
     from training.pyfunc import PrewarmModel
 
@@ -127,12 +128,12 @@ def build(n: int, cells: int = 240) -> tuple[Any, FrameSource, Any]:
         parts.append(pd.DataFrame({"series": name, "timestamp": times, "value": value}))
     frame = pd.concat(parts, ignore_index=True)
     spec = WorkloadSpec(capacity_per_replica=10.0, cold_start=240.0, max_replicas=100, quantile=0.9)
-    specs = dict.fromkeys(names(n), spec)
+    policy = WorkloadPolicy(spec)
     model = LastValue(
         horizons=list(required_horizons(spec, STEP)), quantiles=[0.5, 0.9], scale_window="2h"
     )
     model.fit(frame)
-    planner = PrewarmModel(model, specs)
+    planner = PrewarmModel(model, dict.fromkeys(names(n), policy))
     config = RefreshConfig(
         workloads=[WorkloadConfig(w, w, spec) for w in names(n)],
         model_name="bench",

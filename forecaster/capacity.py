@@ -2,8 +2,9 @@
 
 ``desired(t) = clamp(ceil(max_{h in [L, L+hold]} Q_tau(t+h) / (c * u)), min, max)`` where ``L``
 is the lead time (cold start plus decision delay), ``c`` the capacity of one replica, ``u`` the
-target utilization and ``tau`` the workload's quantile. The live service and the pyfunc model
-plan with :func:`plan_capacity`; the backtester's predictive policies use the same
+target utilization and ``tau`` the workload's quantile, both the forecast path's settings of
+the workload's :class:`~forecaster.workload.WorkloadPolicy`. The live service and the pyfunc
+model plan with :func:`plan_capacity`; the backtester's predictive policies use the same
 :func:`desired_replicas`.
 """
 
@@ -18,6 +19,7 @@ from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError, DataValidationError
 from forecaster.models.base import BaseForecaster, quantile_column
 from forecaster.policies.base import horizon_range
+from forecaster.workload import WorkloadPolicy
 
 PLAN_COLUMNS = (
     "series",
@@ -54,7 +56,7 @@ def desired_replicas(
 
 def lead_seconds(spec: WorkloadSpec, decision_delay_seconds: float = 0.0) -> float:
     """Lead time ``L``: the cold start a plan must cover plus the decision delay."""
-    return spec.cold_start_model.planning_seconds + decision_delay_seconds
+    return WorkloadPolicy(spec, decision_delay=decision_delay_seconds).lead_seconds
 
 
 def required_horizons(
@@ -69,12 +71,15 @@ def required_horizons(
 def plan_capacity(
     model: BaseForecaster,
     history: pd.DataFrame,
-    specs: Mapping[str, WorkloadSpec],
+    workloads: Mapping[str, WorkloadPolicy] | Mapping[str, WorkloadSpec],
     *,
     hold_seconds: float = 0.0,
     decision_delay_seconds: float = 0.0,
 ) -> pd.DataFrame:
     """Forecast demand over each workload's lead window and the replicas it needs, now.
+
+    Each workload plans at its policy's forecast quantile (``tau``) and forecast utilization
+    (``forecast_u``), over its own ``[L, L + hold]``.
 
     Parameters
     ----------
@@ -83,21 +88,30 @@ def plan_capacity(
         quantiles include every workload's ``tau``.
     history
         Recent long frame of the workloads (the forecast origin is each series' last cell).
-    specs
-        Workload name -> capacity spec; workloads of ``history`` without a spec are refused.
+    workloads
+        Workload name -> :class:`~forecaster.workload.WorkloadPolicy`, or -> capacity spec
+        (planned as a policy with default settings and ``hold_seconds`` and
+        ``decision_delay_seconds``); workloads of ``history`` without one are refused.
     hold_seconds, decision_delay_seconds
-        Extra time a replica is kept for, and the delay between a decision and the ask.
+        Extra time a replica is kept for, and the delay between a decision and the ask, of
+        workloads given by a bare spec (a policy carries its own).
 
     Returns
     -------
     pandas.DataFrame
         One row per workload with :data:`PLAN_COLUMNS`.
     """
+    policies = {
+        name: item
+        if isinstance(item, WorkloadPolicy)
+        else WorkloadPolicy(item, hold=hold_seconds, decision_delay=decision_delay_seconds)
+        for name, item in workloads.items()
+    }
     forecast = model.predict(history)
     id_col = model.columns_.id_col
-    unknown = sorted(set(forecast[id_col]) - set(specs))
+    unknown = sorted(set(forecast[id_col]) - set(policies))
     if unknown:
-        raise ConfigError(f"no capacity spec for workload(s) {unknown}; known: {sorted(specs)}")
+        raise ConfigError(f"no capacity spec for workload(s) {unknown}; known: {sorted(policies)}")
     if forecast.empty:
         return pd.DataFrame([], columns=list(PLAN_COLUMNS))
     # One pass over every row at once: series codes in sorted-name order (as a sorted groupby
@@ -115,24 +129,24 @@ def plan_capacity(
     capacity, utilization = np.empty(n), np.empty(n)
     low, high = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     step = model.step_
-    # Workloads usually share a handful of specs: compute each spec's horizons once.
-    horizons_of: dict[int, tuple[int, ...]] = {}
+    # Workloads usually share a handful of lead windows: compute each one's horizons once.
+    horizons_of: dict[tuple[float, float], tuple[int, int]] = {}
     for i, name in enumerate(names):
-        spec = specs[name]
-        column = quantile_column(spec.tau)
+        policy = policies[name]
+        spec = policy.spec
+        column = quantile_column(policy.tau)
         if column in present:
             column_of[i] = present.index(column)
         else:
             missing_column[i] = True
-        horizons = horizons_of.get(id(spec))
-        if horizons is None:
-            horizons = required_horizons(spec, step, hold_seconds, decision_delay_seconds)
-            horizons_of[id(spec)] = horizons
-        first_h[i], last_h[i] = horizons[0], horizons[-1]
-        tau[i] = spec.tau
-        lead[i] = lead_seconds(spec, decision_delay_seconds)
+        key = (policy.lead_seconds, policy.hold)
+        if key not in horizons_of:
+            horizons_of[key] = horizon_range(policy.lead_seconds, policy.hold, step)
+        first_h[i], last_h[i] = horizons_of[key]
+        tau[i] = policy.tau
+        lead[i] = policy.lead_seconds
         capacity[i] = spec.capacity_per_replica
-        utilization[i] = spec.target_utilization
+        utilization[i] = policy.forecast_u
         low[i], high[i] = spec.min_replicas, spec.max_replicas
 
     horizon = forecast["horizon"].to_numpy(dtype=np.int64)
@@ -161,7 +175,7 @@ def plan_capacity(
         name = names[i]
         if missing_column[i]:
             raise ConfigError(
-                f"workload {name!r} plans at quantile {specs[name].tau:g} but the model "
+                f"workload {name!r} plans at quantile {policies[name].tau:g} but the model "
                 f"forecasts {list(model.quantiles)}"
             )
         if incomplete[i]:

@@ -18,6 +18,7 @@ them read, so the backtested and the served configuration cannot drift apart unn
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -104,6 +105,12 @@ class WorkloadPolicy:
         return self.spec.capacity_per_replica * self.reactive_u
 
     @property
+    def forecast_target(self) -> float:
+        """Demand per replica of the forecast path: the ``averageValue`` at which an HPA on
+        the forecast demand asks for the replicas the plan wants."""
+        return self.spec.capacity_per_replica * self.forecast_u
+
+    @property
     def lead_seconds(self) -> float:
         """``L``: the cold start a plan must cover plus the decision delay."""
         return self.spec.cold_start_model.planning_seconds + self.decision_delay
@@ -147,13 +154,18 @@ class WorkloadPolicy:
         spec["cold_start"] = ColdStart(**spec["cold_start"])
         return cls(**{**document, "spec": WorkloadSpec(**spec)})
 
-    def differences(self, other: WorkloadPolicy) -> list[str]:
-        """``"field old -> new"`` for every setting where ``other`` differs from this one."""
+    def differences(self, other: WorkloadPolicy, ignore: Iterable[str] = ()) -> list[str]:
+        """``"field old -> new"`` for every setting where ``other`` differs from this one.
+
+        ``ignore`` names top-level fields left out of the comparison (e.g. tuned settings
+        one side leaves to the other).
+        """
+        skipped = set(ignore)
         ours, theirs = _flat(self.to_dict()), _flat(other.to_dict())
         return [
             f"{key} {ours.get(key)!r} -> {theirs.get(key)!r}"
             for key in sorted(set(ours) | set(theirs))
-            if ours.get(key) != theirs.get(key)
+            if ours.get(key) != theirs.get(key) and key not in skipped
         ]
 
 

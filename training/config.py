@@ -30,7 +30,14 @@ default the workload's name); ``covariates`` (``{column: promql}``, prometheus o
 ``capacity_per_replica`` (required), ``cold_start`` (duration or ``{kind, seconds, low,
 high, sigma}``), ``target_utilization``, ``min_replicas``, ``max_replicas``,
 ``replica_hour_cost``, ``slo_latency``, ``slo_unserved_fraction``, ``tier``, ``quantile`` or
-``miss_cost`` + ``idle_cost``); ``policy`` (``hold``, ``decision_delay``).
+``miss_cost`` + ``idle_cost``); ``policy`` (maps onto
+:class:`forecaster.workload.WorkloadPolicy`: ``hold``, ``decision_delay``, and the tuned
+settings of the two paths, each optional: ``quantile`` (the forecast path's, in (0, 1),
+default ``capacity``'s tau), ``forecast_utilization`` and ``target_utilization`` (of the
+forecast and the reactive path, in (0, 1], default ``capacity.target_utilization``),
+``tolerance`` (the HPA's, in [0, 1), default 0.1)). The policies are registered with the
+model version; ``prewarm serve`` plans with the registered ones and refuses a workload whose
+section here disagrees with them (settings left unset here defer to the registered ones).
 
 ``model``: ``name`` (registered forecast model, default ``lightgbm``); ``params`` (its
 constructor arguments); ``features`` (:class:`forecaster.features.FeatureConfig` fields);
@@ -64,6 +71,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -85,6 +93,7 @@ from forecaster.features import FeatureConfig
 from forecaster.models import MODELS
 from forecaster.policies import POLICIES
 from forecaster.policies.predictive import QUANTILE_GRID
+from forecaster.workload import DEFAULT_TOLERANCE, TUNED, WorkloadPolicy
 
 
 def _seconds(value: Any) -> Any:
@@ -272,6 +281,39 @@ class PolicyConfig(_Strict):
     decision_delay: Seconds | Literal[0] = Field(
         default=0, description="Metric lag plus HPA/KEDA polling, added to the cold start."
     )
+    quantile: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Forecast path's quantile (default: the capacity spec's tau).",
+    )
+    forecast_utilization: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="Forecast path's utilization (default: capacity.target_utilization).",
+    )
+    target_utilization: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="Reactive path's utilization (default: capacity.target_utilization).",
+    )
+    tolerance: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description=f"The HPA's tolerance around a ratio of 1 (default {DEFAULT_TOLERANCE}).",
+    )
+
+    @property
+    def unset(self) -> tuple[str, ...]:
+        """Tuned settings this section leaves to the policy's defaults, in report order."""
+        return tuple(name for name in TUNED if getattr(self, name) is None)
 
 
 class WorkloadConfig(_Strict):
@@ -305,6 +347,20 @@ class WorkloadConfig(_Strict):
     def spec(self) -> WorkloadSpec:
         """The workload's :class:`WorkloadSpec`."""
         return self.capacity.to_spec()
+
+    @property
+    def workload_policy(self) -> WorkloadPolicy:
+        """The workload's :class:`WorkloadPolicy`: its capacity and policy sections."""
+        policy = self.policy
+        return WorkloadPolicy(
+            self.spec,
+            quantile=policy.quantile,
+            forecast_utilization=policy.forecast_utilization,
+            target_utilization=policy.target_utilization,
+            tolerance=DEFAULT_TOLERANCE if policy.tolerance is None else policy.tolerance,
+            hold=float(policy.hold),
+            decision_delay=float(policy.decision_delay),
+        )
 
 
 # -- model, evaluation, gate ---------------------------------------------------------------
@@ -503,29 +559,37 @@ class TrainConfig(_Strict):
         return {w.name: w.spec for w in self.workloads}
 
     @property
+    def policies(self) -> dict[str, WorkloadPolicy]:
+        """Workload name -> :class:`WorkloadPolicy` (capacity and policy sections)."""
+        return {w.name: w.workload_policy for w in self.workloads}
+
+    @property
     def covariates(self) -> tuple[str, ...]:
         """Covariate columns shared by every workload."""
         return tuple(sorted(self.workloads[0].covariates))
 
-    def quantiles(self) -> tuple[float, ...]:
-        """Quantiles the model forecasts: configured, the backtest's grid, every tau."""
-        wanted = {*self.model.quantiles, *QUANTILE_GRID, *(s.tau for s in self.specs.values())}
+    def quantiles(self, policies: Mapping[str, WorkloadPolicy] | None = None) -> tuple[float, ...]:
+        """Quantiles the model forecasts: configured, the backtest's grid, every spec's tau and
+        every policy's (``policies``, default :attr:`policies`)."""
+        planned = (policies or self.policies).values()
+        wanted = {
+            *self.model.quantiles,
+            *QUANTILE_GRID,
+            *(s.tau for s in self.specs.values()),
+            *(p.tau for p in planned),
+        }
         return tuple(sorted({round(q, 6) for q in wanted}))
 
-    def horizons(self, step: int) -> tuple[int, ...]:
-        """Cells covering every workload's ``[lead, lead + hold]`` window."""
+    def horizons(
+        self, step: int, policies: Mapping[str, WorkloadPolicy] | None = None
+    ) -> tuple[int, ...]:
+        """Cells covering every policy's ``[lead, lead + hold]`` window (``policies``, default
+        :attr:`policies`)."""
         from forecaster.capacity import required_horizons
 
         cells: set[int] = set()
-        for workload in self.workloads:
-            cells.update(
-                required_horizons(
-                    workload.spec,
-                    step,
-                    float(workload.policy.hold),
-                    float(workload.policy.decision_delay),
-                )
-            )
+        for policy in (policies or self.policies).values():
+            cells.update(required_horizons(policy.spec, step, policy.hold, policy.decision_delay))
         return tuple(sorted(cells))
 
     def fingerprint(self) -> str:

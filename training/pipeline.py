@@ -22,10 +22,11 @@ one-day window.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -35,8 +36,14 @@ import numpy as np
 import pandas as pd
 
 from forecaster.backtest.frontier import headline_point, run_policy
-from forecaster.exceptions import DataValidationError, NotEnoughHistoryError, PrewarmError
+from forecaster.exceptions import (
+    ConfigError,
+    DataValidationError,
+    NotEnoughHistoryError,
+    PrewarmError,
+)
 from forecaster.models import BaseForecaster, make_model
+from forecaster.workload import WorkloadPolicy
 from training.config import FileSourceConfig, PrometheusSourceConfig, TrainConfig
 from training.exceptions import ModelLoadError, TrackingError
 from training.gate import GateDecision, decide
@@ -50,6 +57,7 @@ from training.tracking import (
     TAG_DATA,
     TAG_VERDICT,
     git_commit,
+    log_policies,
     open_store,
     plan_signature,
     registered_versions,
@@ -103,6 +111,7 @@ def run_training(
     source: HistorySource | None = None,
     fit_transform: FrameTransform | None = None,
     clock: Callable[[], datetime] = utc_now,
+    policies: Mapping[str, WorkloadPolicy] | None = None,
 ) -> TrainResult:
     """Run the whole job (see the module docs).
 
@@ -123,6 +132,9 @@ def run_training(
         ablations, or a deliberately damaged candidate to exercise the gate.
     clock
         Returns the current, tz-aware time: the MLflow run is named after it.
+    policies
+        Workload name -> the policy to evaluate and register with the model (e.g. tuned by
+        a backtest); default ``config.policies``. Every configured workload needs one.
 
     Raises
     ------
@@ -136,6 +148,7 @@ def run_training(
     """
     stages = 5 + config.evaluation.folds
     done = 0
+    policies = _resolve_policies(config, policies)
 
     def tick(stage: str) -> None:
         nonlocal done
@@ -173,6 +186,9 @@ def run_training(
     if fit_transform is not None:  # a transformed training set is another model
         label = f"{fit_transform.__module__}.{getattr(fit_transform, '__qualname__', '?')}"
         config_fp = hashlib.sha256(f"{config_fp}+{label}".encode()).hexdigest()[:16]
+    if policies != config.policies:  # other policies than the file's: another model version
+        chosen = json.dumps({n: p.to_dict() for n, p in sorted(policies.items())}, sort_keys=True)
+        config_fp = hashlib.sha256(f"{config_fp}+{chosen}".encode()).hexdigest()[:16]
     client, experiment_id = open_store(
         uri, config.mlflow.experiment, config.mlflow.artifact_location
     )
@@ -197,17 +213,19 @@ def run_training(
     for k, (fit_start, fold_start, fold_end) in enumerate(folds):
         tick(f"fit and score fold {k + 1}/{len(folds)}")
         began = time.perf_counter()
-        candidate = _fit(config, _cells(frame, fit_start, fold_start), step, fit_transform)
+        train = _cells(frame, fit_start, fold_start)
+        candidate = _fit(config, policies, train, step, fit_transform)
         fit_seconds += time.perf_counter() - began
         context = _context_start(candidate, frame, fold_start, step)
-        scores.append(_score(config, candidate, _cells(frame, context, fold_end), fold_start))
+        part = _cells(frame, context, fold_end)
+        scores.append(_score(config, policies, candidate, part, fold_start))
     assert candidate is not None
     score = scores[-1]
     gate_start = folds[-1][1]
 
     tick("score the champion")
     champion_score, champion_note = _score_champion(
-        config, name, champion_before, uri, frame, gate_start, step
+        config, policies, name, champion_before, uri, frame, gate_start, step
     )
     decision = decide(score, champion_score, config.gate)
     if champion_note:
@@ -224,12 +242,7 @@ def run_training(
     tick("log to MLflow")
     from training.pyfunc import PrewarmModel
 
-    planner = PrewarmModel(
-        candidate,
-        config.specs,
-        hold={w.name: float(w.policy.hold) for w in config.workloads},
-        decision_delay={w.name: float(w.policy.decision_delay) for w in config.workloads},
-    )
+    planner = PrewarmModel(candidate, policies)
     run_id, version = _log_run(
         config,
         client,
@@ -356,12 +369,15 @@ def _context_start(
     return max(frame["timestamp"].min(), fold_start - pd.Timedelta(seconds=(cells + 1) * step))
 
 
-def build_model(config: TrainConfig, step: int) -> BaseForecaster:
-    """A new, unfitted model as configured, with horizons derived from the workloads."""
+def build_model(
+    config: TrainConfig, step: int, policies: Mapping[str, WorkloadPolicy] | None = None
+) -> BaseForecaster:
+    """A new, unfitted model as configured, with horizons and quantiles covering every
+    workload's policy (``policies``, default ``config.policies``)."""
     model = make_model(
         config.model.name,
-        horizons=config.horizons(step),
-        quantiles=config.quantiles(),
+        horizons=config.horizons(step, policies),
+        quantiles=config.quantiles(policies),
         **config.model.params,
     )
     params = model.get_params()
@@ -373,11 +389,15 @@ def build_model(config: TrainConfig, step: int) -> BaseForecaster:
 
 
 def _fit(
-    config: TrainConfig, train: pd.DataFrame, step: int, transform: FrameTransform | None
+    config: TrainConfig,
+    policies: Mapping[str, WorkloadPolicy],
+    train: pd.DataFrame,
+    step: int,
+    transform: FrameTransform | None,
 ) -> BaseForecaster:
     if transform is not None:
         train = transform(train.copy())
-    model = build_model(config, step)
+    model = build_model(config, step, policies)
     try:
         return model.fit(train, covariates=config.covariates)
     except NotEnoughHistoryError:
@@ -390,23 +410,42 @@ def _policies(config: TrainConfig) -> list[str]:
     return list(dict.fromkeys([*config.evaluation.policies, config.gate.policy]))
 
 
+def _resolve_policies(
+    config: TrainConfig, policies: Mapping[str, WorkloadPolicy] | None
+) -> dict[str, WorkloadPolicy]:
+    """``policies`` (or the config's), checked to cover exactly the configured workloads."""
+    if policies is None:
+        return config.policies
+    names = {w.name for w in config.workloads}
+    if set(policies) != names:
+        raise ConfigError(
+            f"`policies` must hold one policy per configured workload {sorted(names)}, "
+            f"got {sorted(policies)}"
+        )
+    return dict(policies)
+
+
 def _score(
-    config: TrainConfig, model: BaseForecaster, frame: pd.DataFrame, start: pd.Timestamp
+    config: TrainConfig,
+    policies: Mapping[str, WorkloadPolicy],
+    model: BaseForecaster,
+    frame: pd.DataFrame,
+    start: pd.Timestamp,
 ) -> ModelScore:
+    names = set(frame["series"].astype(str))
     return score_model(
         model,
         frame,
         start,
-        config.specs,
+        {name: policy for name, policy in policies.items() if name in names},
         policies=_policies(config),
-        hold={w.name: float(w.policy.hold) for w in config.workloads},
-        decision_delay={w.name: float(w.policy.decision_delay) for w in config.workloads},
         seed=config.evaluation.seed,
     )
 
 
 def _score_champion(
     config: TrainConfig,
+    policies: Mapping[str, WorkloadPolicy],
     name: str,
     version: str | None,
     uri: str,
@@ -442,7 +481,7 @@ def _score_champion(
         frame["timestamp"].max() + pd.Timedelta(seconds=step),
     )
     try:
-        score = _score(config, model.forecaster, part, start)
+        score = _score(config, policies, model.forecaster, part, start)
     except PrewarmError as exc:
         note = f"champion v{version} cannot forecast this window ({exc}); judged on the guardrail"
         logger.warning(note, extra={"model_version": version})
@@ -501,6 +540,7 @@ def _log_run(
                 }
             )
             mlflow.log_params(_params(config, planner, history))
+            log_policies(planner.policies)
             metrics = score.metrics()
             for k, fold in enumerate(scores[:-1]):
                 metrics.update(fold.metrics(prefix=f"fold{k + 1}."))
@@ -557,7 +597,7 @@ def _params(config: TrainConfig, planner: PrewarmModel, history: FetchedHistory)
         "data.step_seconds": history.step,
         "data.start": history.start.isoformat(),
         "data.end": history.end.isoformat(),
-        "data.workloads": ",".join(sorted(planner.specs)),
+        "data.workloads": ",".join(planner.workloads),
         "evaluation.window_seconds": config.evaluation.window,
         "evaluation.folds": config.evaluation.folds,
         "evaluation.train_window_seconds": config.evaluation.train_window,
@@ -574,16 +614,6 @@ def _params(config: TrainConfig, planner: PrewarmModel, history: FetchedHistory)
     if features is not None:
         for key, value in features.to_dict().items():
             params[f"features.{key}"] = value
-    for workload in config.workloads:
-        base = f"workload.{workload.name}."
-        spec = workload.spec
-        params[base + "tau"] = spec.tau
-        params[base + "capacity_per_replica"] = spec.capacity_per_replica
-        params[base + "cold_start_seconds"] = spec.cold_start_model.planning_seconds
-        params[base + "target_utilization"] = spec.target_utilization
-        params[base + "replicas"] = f"{spec.min_replicas}..{spec.max_replicas}"
-        params[base + "hold_seconds"] = workload.policy.hold
-        params[base + "decision_delay_seconds"] = workload.policy.decision_delay
     return {k: str(v)[:6000] for k, v in params.items()}
 
 
@@ -621,7 +651,7 @@ def _log_figures(config: TrainConfig, score: ModelScore) -> None:
         spec = workload.spec
         horizon = min(result.pinball_by_horizon)
         mlflow.log_figure(
-            forecast_figure(result, horizon, spec.tau), f"plots/{workload.name}/forecast.png"
+            forecast_figure(result, horizon, result.tau), f"plots/{workload.name}/forecast.png"
         )
         mlflow.log_figure(
             frontier_figure(result.frontier, spec.slo_unserved_fraction),

@@ -1,4 +1,4 @@
-"""The model prewarm registers: a fitted forecaster plus the workloads it plans for.
+"""The model prewarm registers: a fitted forecaster plus the policies of its workloads.
 
 :class:`PrewarmModel` is an ``mlflow.pyfunc.PythonModel``. Its ``predict`` takes a recent
 history (long frame ``series, timestamp, value`` plus covariate columns) and returns one row
@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 from mlflow.pyfunc import PythonModel
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.capacity import PLAN_COLUMNS, plan_capacity, required_horizons
 from forecaster.duration import parse_duration
 from forecaster.features import FeatureConfig
 from forecaster.models.base import BaseForecaster, quantile_column
+from forecaster.workload import WorkloadPolicy
 
 
 def history_cells(features: FeatureConfig | None, step: int, horizons: tuple[int, ...]) -> int:
@@ -51,37 +51,27 @@ def history_cells(features: FeatureConfig | None, step: int, horizons: tuple[int
 
 
 class PrewarmModel(PythonModel):
-    """A fitted forecaster and the capacity specs of the workloads it plans for.
+    """A fitted forecaster and the policies of the workloads it plans for.
 
     Parameters
     ----------
     forecaster
         A fitted :class:`~forecaster.models.base.BaseForecaster`.
-    specs
-        Workload name -> :class:`WorkloadSpec`.
-    hold, decision_delay
-        Workload name -> seconds (missing workloads: 0).
+    policies
+        Workload name -> :class:`~forecaster.workload.WorkloadPolicy`: what the plan of each
+        workload follows (quantile, forecast utilization, lead window, bounds), registered
+        with the model so that serving plans with exactly these.
     """
 
-    def __init__(
-        self,
-        forecaster: BaseForecaster,
-        specs: Mapping[str, WorkloadSpec],
-        hold: Mapping[str, float] | None = None,
-        decision_delay: Mapping[str, float] | None = None,
-    ) -> None:
+    def __init__(self, forecaster: BaseForecaster, policies: Mapping[str, WorkloadPolicy]) -> None:
         self.forecaster = forecaster
-        self.specs = dict(specs)
-        self.hold = {name: float((hold or {}).get(name, 0.0)) for name in self.specs}
-        self.decision_delay = {
-            name: float((decision_delay or {}).get(name, 0.0)) for name in self.specs
-        }
+        self.policies = dict(policies)
 
     # -- what serving reads -------------------------------------------------------------------
     @property
     def workloads(self) -> tuple[str, ...]:
         """Names of the workloads the model plans for, sorted."""
-        return tuple(sorted(self.specs))
+        return tuple(sorted(self.policies))
 
     @property
     def step(self) -> int:
@@ -100,41 +90,16 @@ class PrewarmModel(PythonModel):
         return history_cells(features, self.step, tuple(self.forecaster.horizons))
 
     def plan(self, history: pd.DataFrame) -> pd.DataFrame:
-        """Desired replicas now for every workload of ``history``.
+        """Desired replicas now for every workload of ``history``, each by its policy.
 
         Returns
         -------
         pandas.DataFrame
             :data:`forecaster.capacity.PLAN_COLUMNS`, one row per workload, sorted by name.
         """
-        groups: dict[tuple[float, float], list[str]] = {}
-        present = {str(name) for name in pd.unique(history["series"])}
-        for name in self.workloads:
-            if name in present:
-                key = (self.hold[name], self.decision_delay[name])
-                groups.setdefault(key, []).append(name)
-        # Usually every workload shares one hold and delay: then the whole history is one
-        # group and copying it through a filter would only cost time.
-        whole = len(groups) == 1 and not present - set(self.specs)
-        parts = []
-        for (hold, delay), names in groups.items():
-            part = history if whole else history[history["series"].isin(names)]
-            specs = {name: self.specs[name] for name in names}
-            parts.append(
-                plan_capacity(
-                    self.forecaster,
-                    part,
-                    specs,
-                    hold_seconds=hold,
-                    decision_delay_seconds=delay,
-                )
-            )
-        unknown = sorted(present - set(self.specs))
-        if unknown:  # plan_capacity names them; keep the same error for mixed groups
-            plan_capacity(self.forecaster, history[history["series"].isin(unknown)], self.specs)
-        if not parts:
+        if history.empty:
             return pd.DataFrame(columns=list(PLAN_COLUMNS))
-        return pd.concat(parts, ignore_index=True).sort_values("series", ignore_index=True)
+        return plan_capacity(self.forecaster, history, self.policies)
 
     def forecast(self, history: pd.DataFrame) -> pd.DataFrame:
         """The forecaster's long quantile forecast from the last cell of each series."""
@@ -145,12 +110,8 @@ class PrewarmModel(PythonModel):
         forecast = self.forecast(history)
         rows = []
         for name, part in forecast.groupby("series", sort=True):
-            horizons = required_horizons(
-                self.specs[str(name)],
-                self.step,
-                self.hold[str(name)],
-                self.decision_delay[str(name)],
-            )
+            policy = self.policies[str(name)]
+            horizons = required_horizons(policy.spec, self.step, policy.hold, policy.decision_delay)
             window = part[part["horizon"].isin(horizons)]
             rows.append(
                 {

@@ -126,6 +126,12 @@ def load_model_version(name: str, version: str, tracking_uri: str | None = None)
         raise ModelLoadError(f"cannot load {label} from {uri}: {exc}") from exc
     if not isinstance(python_model, PrewarmModel):
         raise ModelLoadError(f"{label} is a {type(python_model).__name__}, not a PrewarmModel")
+    if not isinstance(getattr(python_model, "policies", None), dict):
+        # Versions registered before policies travelled with the model carry bare specs:
+        # serving them would plan with settings nobody can check against the config.
+        raise ModelLoadError(
+            f"{label} was registered without workload policies: retrain it (`prewarm train`)"
+        )
     if not isinstance(example, pd.DataFrame) or example.empty:
         raise ModelLoadError(f"{label} has no stored input example to validate it with")
     validate_model(python_model, example, label)
@@ -178,7 +184,7 @@ def validate_model(model: PrewarmModel, example: pd.DataFrame, label: str = "mod
                 f"{label}: `{column}` must be finite and >= 0, got {values.tolist()}"
             )
     for series, wanted in zip(plan["series"], plan["desired_replicas"], strict=True):
-        spec = model.specs[str(series)]
+        spec = model.policies[str(series)].spec
         replicas = int(wanted)
         if not spec.min_replicas <= replicas <= spec.max_replicas:
             raise ModelLoadError(

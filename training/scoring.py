@@ -16,13 +16,13 @@ import numpy as np
 import pandas as pd
 
 from forecaster.backtest.frontier import PolicyPoint, headline_point, sweep
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import NotEnoughHistoryError
 from forecaster.metrics import coverage, pinball_loss
 from forecaster.models.base import BaseForecaster, quantile_column
 from forecaster.policies import Observation, QuantileForecast
 from forecaster.policies.base import horizon_range
 from forecaster.policies.predictive import QUANTILE_GRID
+from forecaster.workload import WorkloadPolicy
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,9 @@ def score_model(
     model: BaseForecaster,
     frame: pd.DataFrame,
     start: pd.Timestamp,
-    specs: Mapping[str, WorkloadSpec],
+    workloads: Mapping[str, WorkloadPolicy],
     *,
     policies: Sequence[str],
-    hold: Mapping[str, float] | None = None,
-    decision_delay: Mapping[str, float] | None = None,
     seed: int = 0,
 ) -> ModelScore:
     """Forecast every origin from ``start`` on and simulate ``policies`` with the forecasts.
@@ -110,12 +108,11 @@ def score_model(
         and the evaluation window from ``start`` to the end.
     start
         First evaluated cell (UTC).
-    specs
-        Workload name -> spec (cold start, capacity, SLO).
+    workloads
+        Workload name -> policy: its spec (cold start, capacity, SLO) is simulated, its lead
+        window picks the horizons scored and its quantile is the one whose coverage counts.
     policies
         Backtest policies to sweep (forecast-driven ones use ``model``'s forecasts).
-    hold, decision_delay
-        Seconds per workload, to pick the horizons scored.
     seed
         Seed of the simulated cold starts.
     """
@@ -142,13 +139,12 @@ def score_model(
         row = ((own["origin"] - times[0]) // pd.Timedelta(seconds=step)).to_numpy(dtype=int)
         column = np.searchsorted(horizons, own["horizon"].to_numpy())
         cube[row, column, :] = own[columns].to_numpy(dtype=float)
-        spec = specs[name]
-        lead = spec.cold_start_model.planning_seconds + (decision_delay or {}).get(name, 0.0)
-        low, high = horizon_range(lead, (hold or {}).get(name, 0.0), step)
+        policy = workloads[name]
+        low, high = horizon_range(policy.lead_seconds, policy.hold, step)
         scored = [h for h in horizons if low <= h <= high] or [horizons[0]]
         forecasts = QuantileForecast(cube, horizons, quantiles)
         scores[name] = _score_workload(
-            name, values, times, first, step, spec, forecasts, scored, policies, seed
+            name, values, times, first, step, policy, forecasts, scored, policies, seed
         )
     return ModelScore(scores, times[first], times[-1])
 
@@ -159,12 +155,13 @@ def _score_workload(
     times: pd.DatetimeIndex,
     first: int,
     step: int,
-    spec: WorkloadSpec,
+    workload: WorkloadPolicy,
     forecasts: QuantileForecast,
     scored: list[int],
     policies: Sequence[str],
     seed: int,
 ) -> WorkloadScore:
+    spec = workload.spec
     cube, horizons, quantiles = forecasts.values, forecasts.horizons, forecasts.quantiles
     level = float(np.nanmean(values[first:])) or 1.0
     level = level if math.isfinite(level) and level > 0 else 1.0
@@ -204,7 +201,7 @@ def _score_workload(
         meets[policy] = ok
     return WorkloadScore(
         workload=name,
-        tau=spec.tau,
+        tau=workload.tau,
         pinball=float(np.mean(list(by_horizon.values()))),
         pinball_by_horizon=by_horizon,
         coverage={q: float(coverage(actual, predicted[:, i])) for i, q in enumerate(quantiles)},

@@ -7,12 +7,17 @@ with ``mlflow ui --backend-store-uri sqlite:///mlflow.db`` (see docs/training.md
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
+import tempfile
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from forecaster.exceptions import ConfigError
+from forecaster.workload import WorkloadPolicy
 from training.exceptions import TrackingError
 
 if TYPE_CHECKING:
@@ -26,6 +31,8 @@ logger = logging.getLogger(__name__)
 TAG_DATA = "prewarm.data_fingerprint"
 TAG_CONFIG = "prewarm.config_fingerprint"
 TAG_VERDICT = "prewarm.gate"
+POLICIES_ARTIFACT = "policies.json"
+"""The run's artifact holding each workload's registered policy (``WorkloadPolicy.to_dict``)."""
 
 
 def utc_now() -> datetime:
@@ -131,3 +138,61 @@ def git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def policy_params(policies: Mapping[str, WorkloadPolicy]) -> dict[str, str]:
+    """``policy.<workload>.<field>`` -> value: each policy's fields and resolved settings
+    (``quantile`` is the one planned with), so runs compare side by side in the MLflow UI."""
+    params: dict[str, str] = {}
+    for name, policy in sorted(policies.items()):
+        base = f"policy.{name}."
+        spec = policy.spec
+        fields: dict[str, Any] = {
+            **policy.settings(),
+            "hold_seconds": policy.hold,
+            "decision_delay_seconds": policy.decision_delay,
+            "lead_seconds": policy.lead_seconds,
+            "capacity_per_replica": spec.capacity_per_replica,
+            "cold_start_seconds": spec.cold_start_model.planning_seconds,
+            "replicas": f"{spec.min_replicas}..{spec.max_replicas}",
+            "slo_unserved_fraction": spec.slo_unserved_fraction,
+        }
+        params.update({base + key: str(value) for key, value in fields.items()})
+    return params
+
+
+def log_policies(policies: Mapping[str, WorkloadPolicy]) -> None:
+    """Record the policies in the active run: :data:`POLICIES_ARTIFACT` and their params."""
+    import mlflow
+
+    mlflow.log_dict(
+        {name: policy.to_dict() for name, policy in sorted(policies.items())}, POLICIES_ARTIFACT
+    )
+    mlflow.log_params(policy_params(policies))
+
+
+def registered_policies(client: MlflowClient, name: str, version: str) -> dict[str, WorkloadPolicy]:
+    """The policies registered with version ``version`` of model ``name``.
+
+    Raises
+    ------
+    TrackingError
+        The version or its :data:`POLICIES_ARTIFACT` cannot be read, or the artifact does
+        not hold valid policies.
+    """
+    from mlflow.exceptions import MlflowException
+
+    label = f"{POLICIES_ARTIFACT} of model {name!r} version {version}"
+    try:
+        run_id = client.get_model_version(name, version).run_id
+        if run_id is None:
+            raise TrackingError(f"cannot read {label}: the version has no run")
+        with tempfile.TemporaryDirectory() as folder:
+            path = client.download_artifacts(run_id, POLICIES_ARTIFACT, folder)
+            document = json.loads(Path(path).read_text())
+    except (MlflowException, OSError, ValueError) as exc:
+        raise TrackingError(f"cannot read {label}: {exc}") from exc
+    try:
+        return {workload: WorkloadPolicy.from_dict(d) for workload, d in document.items()}
+    except (ConfigError, TypeError, KeyError, AttributeError) as exc:
+        raise TrackingError(f"{label} does not hold workload policies: {exc}") from exc

@@ -16,6 +16,7 @@ import uvicorn
 
 from forecaster.backtest.workload import WorkloadSpec
 from forecaster.models.baseline import LastValue
+from forecaster.workload import WorkloadPolicy
 from serving.models import ServedModel
 from serving.settings import RefreshConfig, WorkloadConfig
 from training.sources.prometheus import PrometheusHistory
@@ -121,7 +122,7 @@ def fit_planner(frame: pd.DataFrame, workload_specs: Mapping[str, WorkloadSpec])
     quantiles = sorted({0.5, *(s.tau for s in workload_specs.values())})
     model = LastValue(horizons=horizons, quantiles=quantiles, scale_window="10m")
     model.fit(frame)
-    return PrewarmModel(model, workload_specs)
+    return PrewarmModel(model, {name: WorkloadPolicy(s) for name, s in workload_specs.items()})
 
 
 class DictRegistry:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from forecaster.exceptions import ConfigError, UnknownNameError
+from forecaster.workload import WorkloadPolicy
 from training.config import load_config, parse_config
 from training.sources import SOURCES, make_source
 
@@ -59,6 +60,16 @@ CASES = [
     ("unknown-policy", "evaluation.policies", ["magic"], r"evaluation\.policies: unknown"),
     ("gate-policy", "gate.policy", "static", r"gate\.policy: must be 'predictive' or 'hybrid'"),
     ("negative-retries", "source.retries", -1, r"source\.retries: .*-1"),
+    ("policy-quantile", "workloads.0.policy.quantile", 1.5,
+     r"workloads\[0\] \(chat\)\.policy\.quantile: .*less than 1.*1\.5"),
+    ("policy-forecast-utilization", "workloads.0.policy.forecast_utilization", 0,
+     r"workloads\[0\] \(chat\)\.policy\.forecast_utilization: .*greater than 0.*, got 0"),
+    ("policy-target-utilization", "workloads.0.policy.target_utilization", 1.2,
+     r"workloads\[0\] \(chat\)\.policy\.target_utilization: .*less than or equal to 1.*1\.2"),
+    ("policy-tolerance", "workloads.0.policy.tolerance", -0.1,
+     r"workloads\[0\] \(chat\)\.policy\.tolerance: .*greater than or equal to 0.*-0\.1"),
+    ("policy-tolerance-nan", "workloads.0.policy.tolerance", float("nan"),
+     r"workloads\[0\] \(chat\)\.policy\.tolerance: .*finite.*nan"),
 ]  # fmt: skip
 
 
@@ -122,3 +133,37 @@ def test_sources_registry_lists_names_on_unknown() -> None:
     assert sorted(SOURCES) == ["file", "prometheus", "replay"]
     with pytest.raises(UnknownNameError, match="registered sources: file, prometheus, replay"):
         make_source("influx", None)
+
+
+def test_policies_join_capacity_and_policy_sections() -> None:
+    data = edit(
+        "workloads.0.policy",
+        {
+            "hold": "2m",
+            "decision_delay": "30s",
+            "quantile": 0.6,
+            "forecast_utilization": 1,
+            "tolerance": 0,
+        },
+    )
+    data["workloads"][0]["capacity"] |= {"cold_start": "3m", "quantile": 0.97}
+    config = parse_config(data)
+    policy = config.policies["chat"]
+    assert policy == WorkloadPolicy(
+        config.specs["chat"],
+        quantile=0.6,
+        forecast_utilization=1.0,
+        tolerance=0.0,
+        hold=120.0,
+        decision_delay=30.0,
+    )
+    assert config.workloads[0].policy.unset == ("target_utilization",)
+    # The model forecasts the quantile each policy plans at, beside the spec's own.
+    assert {0.6, 0.97} <= set(config.quantiles())
+    tuned = {"chat": policy.tuned(quantile=0.42)}
+    assert 0.42 in config.quantiles(tuned) and 0.42 not in config.quantiles()
+
+
+def test_unset_policy_settings_take_the_defaults() -> None:
+    policy = parse_config(BASE).policies["chat"]
+    assert policy == WorkloadPolicy(parse_config(BASE).specs["chat"])

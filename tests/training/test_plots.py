@@ -34,7 +34,7 @@ frame = gpu_inference_demand(days=3, step=300, seed=1, series="chat", bursts_per
 frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
 start = frame["timestamp"].max() - pd.Timedelta(hours=6)
 model = pipeline.build_model(config, 300).fit(frame[frame["timestamp"] < start])
-score = score_model(model, frame, start, config.specs, policies=["predictive"])
+score = score_model(model, frame, start, config.policies, policies=["predictive"])
 drawn = []
 
 def log_figure(figure, path):
