@@ -87,7 +87,9 @@ def backtest(
     its best point flagged meets_slo=false), frontier, cost_at_slo, savings_at_slo,
     forecast (mase null with the reason under "missing" when the history is a day or less),
     skipped (policies that need more history than the data has, with the reason) and notes.
-    Every report states the scored span (evaluation: start, end, hours).
+    Every report states the scored span (evaluation: start, end, hours) and what of it is
+    not scored (evaluation.excluded: the cells, seconds and intervals of gaps in the data
+    longer than 3 cells, which the simulation runs through).
     """
     with user_errors():
         import numpy as np

@@ -11,10 +11,12 @@ from forecaster.backtest.frontier import RECOMMENDED, run_policy
 from forecaster.backtest.run import BacktestResult
 from prewarm import tables
 from prewarm.options import console
-from prewarm.spans import span_text
+from prewarm.spans import duration_text, span_text
 
 JSON_NAME, MARKDOWN_NAME = "backtest.json", "backtest.md"
 CAPACITY_PNG, FRONTIER_PNG = "capacity.png", "frontier.png"
+# Excluded gaps listed in the JSON, and in the note under the table; the count is always whole.
+EXCLUDED_IN_JSON, EXCLUDED_IN_NOTE = 20, 3
 
 
 def _knob(params: dict[str, float]) -> dict[str, float] | None:
@@ -45,6 +47,7 @@ def to_json(
             "start": start.isoformat(),
             "end": end.isoformat(),
             "hours": (end - start).total_seconds() / 3600.0,
+            "excluded": _excluded(result),
         },
         "settings": {
             "cold_start_seconds": spec.cold_start_model.planning_seconds,
@@ -88,6 +91,35 @@ def to_json(
     }
 
 
+def _excluded(result: BacktestResult) -> dict[str, Any]:
+    """Cells of the evaluation in gaps of the data too long to interpolate, not scored."""
+    obs, times = result.observation, result.times
+    step = times[1] - times[0]
+    cells = sum(end - begin for begin, end in obs.excluded)
+    return {
+        "cells": cells,
+        "seconds": cells * obs.data_step,
+        "gaps": len(obs.excluded),
+        "intervals": [
+            [times[begin].isoformat(), (times[end - 1] + step).isoformat()]
+            for begin, end in obs.excluded[:EXCLUDED_IN_JSON]
+        ],
+    }
+
+
+def _excluded_note(excluded: dict[str, Any]) -> list[str]:
+    if not excluded["cells"]:
+        return []
+    shown = "; ".join(span_text(a, b) for a, b in excluded["intervals"][:EXCLUDED_IN_NOTE])
+    more = excluded["gaps"] - min(EXCLUDED_IN_NOTE, len(excluded["intervals"]))
+    return [
+        f"not scored: {duration_text(excluded['seconds'])} ({excluded['cells']} cells) in "
+        f"{excluded['gaps']} gap(s) of the data too long to interpolate, simulated through: "
+        + shown
+        + (f"; and {more} more" if more else "")
+    ]
+
+
 def print_table(document: dict[str, Any]) -> None:
     """The per-policy headline and the savings line on stdout (see :mod:`prewarm.tables`)."""
     out = console()
@@ -122,6 +154,7 @@ def policy_table(document: dict[str, Any]) -> tables.TableSpec:
             for name, row in document["policies"].items()
         ],
         notes=[f"{name} skipped: {reason}" for name, reason in document["skipped"].items()]
+        + _excluded_note(evaluation["excluded"])
         + document["notes"],
         left=("knob",),
     )

@@ -24,6 +24,7 @@ from forecaster.backtest.simulator import simulate
 from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import DataValidationError
 from forecaster.policies import Observation
+from prewarm import backtest_report
 
 SPEC = WorkloadSpec(
     capacity_per_replica=10.0,
@@ -121,3 +122,35 @@ def test_excluded_steps_count_no_cost_loss_slo_minute_or_scale_event() -> None:
     assert metrics.scale_events == 1  # the change at step 9 is excluded
     assert metrics.cold_starts == 1
     assert metrics.mean_utilization == pytest.approx((8 * 150) / ((1 + 1 + 2 + 2 + 4 * 2) * 150))
+
+
+def test_the_report_states_the_excluded_span() -> None:
+    times = pd.date_range("2026-01-05", periods=180, freq="60s", tz="UTC")
+    settings = BacktestSettings(
+        SPEC, policies=("static", "oracle"), train_window=HOUR, retrain_every=HOUR
+    )
+    result = backtest(trace(), times, 60, settings)
+    document = backtest_report.to_json(
+        result, {"path": "trace.csv", "rows": 180, "step_seconds": 60}
+    )
+    assert document["evaluation"]["excluded"] == {
+        "cells": 60,
+        "seconds": 3600.0,
+        "gaps": 1,
+        "intervals": [["2026-01-05T01:30:00+00:00", "2026-01-05T02:30:00+00:00"]],
+    }
+    assert "not scored: 1h (60 cells) in 1 gap(s)" in backtest_report.markdown(document)
+
+
+def test_the_report_bounds_the_intervals_it_lists() -> None:
+    values = np.full(600, 10.0)
+    for begin in range(100, 600, 20):  # 25 gaps of 5 cells
+        values[begin : begin + 5] = np.nan
+    times = pd.date_range("2026-01-05", periods=600, freq="60s", tz="UTC")
+    settings = BacktestSettings(SPEC, policies=("oracle",), train_window=HOUR, retrain_every=HOUR)
+    document = backtest_report.to_json(backtest(values, times, 60, settings), {})
+    excluded = document["evaluation"]["excluded"]
+    assert (excluded["cells"], excluded["gaps"]) == (125, 25)
+    assert len(excluded["intervals"]) == backtest_report.EXCLUDED_IN_JSON
+    note = backtest_report.policy_table(document).notes[0]
+    assert note.endswith(f"; and {25 - backtest_report.EXCLUDED_IN_NOTE} more")
