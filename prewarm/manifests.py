@@ -14,10 +14,14 @@ Exit codes
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -69,7 +73,6 @@ def registered_policies(config: TrainConfig, tracking_uri: str) -> Policies | No
         The store exists but cannot be read, or its ``policies.json`` is not one.
     """
     from mlflow import MlflowClient
-    from mlflow.artifacts import load_dict
     from mlflow.exceptions import MlflowException
 
     from forecaster.exceptions import ConfigError
@@ -86,7 +89,11 @@ def registered_policies(config: TrainConfig, tracking_uri: str) -> Policies | No
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
     try:
         run_id = client.get_model_version(name, version).run_id
-        document = load_dict(f"runs:/{run_id}/{POLICIES_ARTIFACT}")
+        if run_id is None:  # a version registered from outside a run carries no policies
+            return None
+        with tempfile.TemporaryDirectory() as folder:
+            path = client.download_artifacts(run_id, POLICIES_ARTIFACT, folder)
+            document = json.loads(Path(path).read_text())
     except MlflowException as exc:
         if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
             return None
@@ -95,7 +102,7 @@ def registered_policies(config: TrainConfig, tracking_uri: str) -> Policies | No
         return None
     try:
         policies = {w: WorkloadPolicy.from_dict(d) for w, d in document.items()}
-    except (ConfigError, TypeError, KeyError) as exc:
+    except (ConfigError, TypeError, KeyError, AttributeError) as exc:
         raise TrackingError(
             f"{POLICIES_ARTIFACT} of {name} v{version} is not valid: {exc}"
         ) from exc
@@ -239,14 +246,24 @@ def _behavior_quantities(behavior: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _milli(value: float) -> Decimal:
+    """``value`` as the HPA reads it: whole milli-units, rounded up (``MilliValue()``).
+
+    Rounding first to 1e-6 milli drops float noise (4 x 0.01 is 0.04000000000000001, which
+    the HPA would read as 41m).
+    """
+    return Decimal(math.ceil(round(value * 1000, 6))) / 1000
+
+
 def _quantity(value: float) -> str:
     from serving.quantity import format_quantity
 
-    return format_quantity(value)
+    return format_quantity(_milli(value))
 
 
 def _decimal(value: float) -> str:
-    return repr(float(value))
+    """A KEDA metadata number (parsed as a float, then kept to milli-units)."""
+    return format(_milli(value).normalize(), "f")
 
 
 def to_yaml(document: Mapping[str, Any], header: str) -> str:

@@ -1,0 +1,198 @@
+"""``prewarm manifests`` on real configs and a real (temporary) MLflow store; every rendered
+built-in manifest validated offline against the Kubernetes schemas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from click.testing import CliRunner
+from mlflow import MlflowClient
+
+from forecaster.backtest.workload import WorkloadSpec
+from forecaster.workload import WorkloadPolicy
+from prewarm.cli import cli
+from prewarm.manifests import TOLERANCE_NOTE
+from training.config import load_config
+
+# The per-HPA tolerance field exists from 1.33 (alpha); 1.35 is where it is beta and on.
+KUBERNETES_VERSION = "1.35.0"
+ROOT = Path(__file__).resolve().parents[2]
+
+CONFIG = """
+source: {type: prometheus, url: "http://prometheus.monitoring.svc:9090"}
+workloads:
+  - name: chat
+    demand: sum(rate(vllm:request_success_total{model_name="chat"}[5m]))
+    capacity: {capacity_per_replica: 4, min_replicas: 2, max_replicas: 30}
+    policy: {quantile: 0.9, target_utilization: 0.9, tolerance: 0.05}
+  - name: batch
+    demand: sum(rate(batch_jobs_total[5m]))
+    capacity: {capacity_per_replica: 0.05, max_replicas: 8}
+mlflow: {registered_model: manifests-test}
+"""
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "prewarm.yaml"
+    path.write_text(CONFIG)
+    return path
+
+
+def _run(*args: str) -> Any:
+    return CliRunner().invoke(cli, ["manifests", *args])
+
+
+def _load(path: Path) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(path.read_text())
+    return document
+
+
+def _register_champion(folder: Path, policies: dict[str, WorkloadPolicy]) -> str:
+    """A store whose champion version's run carries ``policies.json``, as training registers
+    it; returns the store's URI."""
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    experiment = client.create_experiment("manifests", (folder / "mlartifacts").as_uri())
+    run = client.create_run(experiment)
+    client.log_dict(run.info.run_id, {k: p.to_dict() for k, p in policies.items()}, "policies.json")
+    client.set_terminated(run.info.run_id)
+    client.create_registered_model("manifests-test")
+    version = client.create_model_version(
+        "manifests-test", f"{run.info.artifact_uri}/model", run_id=run.info.run_id
+    )
+    client.set_registered_model_alias("manifests-test", "champion", version.version)
+    return uri
+
+
+def test_without_a_store_the_config_policies_are_rendered_and_valid(
+    config: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    result = _run(
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'absent.db'}",
+        "--namespace",
+        "inference",
+    )
+    assert result.exit_code == 0, result.output
+    assert "no registered policies" in result.output
+    assert f"Wrote {out / 'chat.hpa.yaml'}" in result.output
+    assert not (tmp_path / "absent.db").exists()  # reading never creates a store
+    chat, batch = _load(out / "chat.hpa.yaml"), _load(out / "batch.hpa.yaml")
+    for document in (chat, batch):
+        kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+    forecast, demand = chat["spec"]["metrics"]
+    assert forecast["external"]["metric"] == {
+        "name": "prewarm_forecast_demand",
+        "selector": {"matchLabels": {"workload": "chat"}},
+    }
+    assert forecast["external"]["target"]["averageValue"] == "3200m"  # 4 x 0.8
+    assert demand["object"]["metric"] == {"name": "workload_demand"}
+    assert demand["object"]["target"]["averageValue"] == "3600m"  # 4 x 0.9
+    assert chat["spec"]["behavior"]["scaleDown"]["tolerance"] == "50m"
+    assert chat["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 300
+    assert TOLERANCE_NOTE in (out / "chat.hpa.yaml").read_text()
+    # the default tolerance is left to the controller: no field, so no version requirement
+    assert "tolerance" not in batch["spec"]["behavior"]["scaleUp"]
+    assert TOLERANCE_NOTE not in (out / "batch.hpa.yaml").read_text()
+    assert batch["spec"]["metrics"][1]["object"]["target"]["averageValue"] == "40m"
+
+
+def test_the_champions_registered_policies_win_over_the_config(
+    config: Path, tmp_path: Path
+) -> None:
+    policies = dict(load_config(config).policies)
+    policies["chat"] = WorkloadPolicy(
+        WorkloadSpec(capacity_per_replica=4.0, min_replicas=2, max_replicas=30),
+        quantile=0.5,
+        forecast_utilization=1.0,
+        target_utilization=1.0,
+        tolerance=0.0,
+    )
+    uri = _register_champion(tmp_path, policies)
+    out = tmp_path / "out"
+    result = _run("--config", str(config), "--out", str(out), "--tracking-uri", uri)
+    assert result.exit_code == 0, result.output
+    assert "policies.json of manifests-test v1 (champion)" in result.output
+    chat = _load(out / "chat.hpa.yaml")
+    kubernetes_validate.validate(chat, KUBERNETES_VERSION, strict=True)
+    targets = [m[m["type"].lower()]["target"]["averageValue"] for m in chat["spec"]["metrics"]]
+    assert targets == ["4", "4"]
+    assert chat["spec"]["behavior"]["scaleUp"]["tolerance"] == "0"
+
+
+def test_keda_scaled_objects_carry_the_same_numbers(config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = _run(
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--kind",
+        "keda",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'absent.db'}",
+    )
+    assert result.exit_code == 0, result.output
+    scaled = _load(out / "chat.scaledobject.yaml")
+    forecast, demand = scaled["spec"]["triggers"]
+    assert forecast["metadata"]["valueLocation"] == "forecastDemand"
+    assert float(forecast["metadata"]["targetValue"]) == pytest.approx(3.2)
+    assert demand["type"] == "prometheus"
+    assert demand["metadata"]["query"].startswith("sum(rate(vllm:request_success_total")
+    assert float(demand["metadata"]["threshold"]) == pytest.approx(3.6)
+    hpa = _load_hpa(config, tmp_path)
+    behavior = scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior == hpa["spec"]["behavior"]
+    # KEDA hands `behavior` to the HPA it creates: it must be a valid HPA behavior
+    kubernetes_validate.validate(
+        {**hpa, "spec": {**hpa["spec"], "behavior": behavior}}, KUBERNETES_VERSION, strict=True
+    )
+
+
+def _load_hpa(config: Path, tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / "hpa"
+    result = _run(
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'absent.db'}",
+    )
+    assert result.exit_code == 0, result.output
+    return _load(out / "chat.hpa.yaml")
+
+
+def test_keda_needs_a_prometheus_source(tmp_path: Path) -> None:
+    result = _run(
+        "--config",
+        str(ROOT / "examples" / "demo.yaml"),
+        "--kind",
+        "keda",
+        "--out",
+        str(tmp_path),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'x.db'}",
+    )
+    assert result.exit_code == 2
+    assert "`source.type` must be 'prometheus', got 'replay'" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_bad_config_exits_2_naming_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(CONFIG.replace("tolerance: 0.05", "tolerance: 1.5"))
+    result = _run("--config", str(path), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2
+    assert "tolerance" in result.output and "1.5" in result.output
+    assert not (tmp_path / "out").exists()
