@@ -135,7 +135,7 @@ def build(n: int, cells: int = 240) -> tuple[Any, FrameSource, Any]:
     model.fit(frame)
     planner = PrewarmModel(model, dict.fromkeys(names(n), policy))
     config = RefreshConfig(
-        workloads=[WorkloadConfig(w, w, spec) for w in names(n)],
+        workloads=[WorkloadConfig(w, w, policy) for w in names(n)],
         model_name="bench",
         refresh_interval=15.0,
         max_staleness=3600.0,

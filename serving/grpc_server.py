@@ -129,16 +129,16 @@ class ExternalScalerServicer:
             seen = store.wait_for_change(seen, timeout=self.stream_poll_seconds)
 
     def GetMetricSpec(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        """One metric: desired replicas (target 1) or forecast demand (capacity x utilization)."""
+        """One metric: desired replicas (target 1) or forecast demand (the registered policy's
+        capacity x forecast utilization)."""
         try:
             workload = self._workload(request)
             metric = self._metric(request)
             self._threshold(request)
-            spec = self.runtime.components.config.by_name()[workload].spec
             target = (
                 1.0
                 if metric == k8s.METRIC_DESIRED_REPLICAS
-                else spec.capacity_per_replica * spec.target_utilization
+                else self.runtime.registered_policy(workload).forecast_target
             )
             spec_message = metric_spec(self.pb2, metric, target)
             return self.pb2.GetMetricSpecResponse(metricSpecs=[spec_message])

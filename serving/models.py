@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -24,6 +24,7 @@ import pandas as pd
 
 from forecaster.capacity import PLAN_COLUMNS
 from forecaster.exceptions import PrewarmError
+from forecaster.workload import WorkloadPolicy
 
 __all__ = [
     "PLAN_COLUMNS",
@@ -46,6 +47,11 @@ class PlanningModel(Protocol):
     @property
     def workloads(self) -> Sequence[str]:
         """Workloads the model was trained for and holds capacity specs of."""
+        ...
+
+    @property
+    def policies(self) -> Mapping[str, WorkloadPolicy]:
+        """Workload -> the policy registered with the model: what its plan follows."""
         ...
 
     @property

@@ -55,16 +55,23 @@ class _SnapshotCollector(Collector):
             "1 when the workload's forecast is served, 0 when it answers 503 (stale)",
             labels=["workload"],
         )
+        drift = GaugeMetricFamily(
+            "prewarm_policy_drift",
+            "1 when the workload's config differs from the policy registered with the served "
+            "model version (its metric answers 503 / UNAVAILABLE), 0 otherwise",
+            labels=["workload"],
+        )
         for name in snapshot.workloads:
             state = snapshot.states[name]
             status = snapshot.status(name, now)
             fresh.add_metric([name], 1.0 if status.fresh else 0.0)
+            drift.add_metric([name], 0.0 if state.drift is None else 1.0)
             if status.data_age_seconds is not None:
                 age.add_metric([name], status.data_age_seconds)
             if state.forecast is not None:
                 demand.add_metric([name], state.forecast.forecast_demand)
                 replicas.add_metric([name], float(state.forecast.desired_replicas))
-        yield from (demand, replicas, age, fresh)
+        yield from (demand, replicas, age, fresh, drift)
 
 
 class ServingMetrics:

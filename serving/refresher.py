@@ -6,7 +6,9 @@ Every ``refresh_interval`` the refresher
    planned successfully on the current data (:class:`~serving.models.ModelWatcher`);
 2. fetches the grid points that arrived since the last tick
    (:class:`~serving.window.RollingWindow`);
-3. plans every workload in **one** call of the model;
+3. plans every workload in **one** call of the model, each with the policy registered with
+   the model version; a workload whose config disagrees with that policy is refused
+   (:mod:`serving.drift`), the others are served;
 4. checks every value (finite, ``>= 0``, replicas clamped to ``[min, max]``), and publishes
    an immutable :class:`~serving.snapshot.Snapshot`.
 
@@ -28,10 +30,12 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
+from forecaster.workload import WorkloadPolicy
+from serving.drift import policy_drift
 from serving.models import ModelWatcher, PlanningModel, ServedModel, check_plan
 from serving.observability import ServingMetrics
 from serving.planner import ProcessPlanner
-from serving.settings import RefreshConfig, WorkloadConfig
+from serving.settings import RefreshConfig
 from serving.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
 from serving.window import HistorySource, RollingWindow, WorkloadQuery
 
@@ -89,6 +93,7 @@ class Refresher:
             name: deque(maxlen=1024) for name in self.workloads
         }
         self._fresh: dict[str, bool] = {}
+        self._drift: dict[str, str | None] = {}
         self.planner = ProcessPlanner() if config.plan_in_process else None
 
     # -- window ----------------------------------------------------------------------------
@@ -166,6 +171,7 @@ class Refresher:
             self.metrics.model_reloads.labels("rejected").inc(self.watcher.failures - failures)
         problems: dict[str, str] = {}
         forecasts: dict[str, WorkloadForecast] = {}
+        drift: dict[str, str] = {}
         window = self.window
         if served is None:
             reason = self.watcher.last_error or f"no model {self.config.model_name!r} loaded yet"
@@ -183,7 +189,8 @@ class Refresher:
                 logger.warning("history fetch failed", extra={"workload": name, "error": error})
                 if self.metrics is not None:
                     self.metrics.source_errors.labels(name).inc()
-            forecasts, plan_problems = self._plan(served, window, previous)
+            drift = self._policy_drift(served)
+            forecasts, plan_problems = self._plan(served, window, previous, drift)
             for name, problem in plan_problems.items():
                 # A source error says more than the "no data" that follows from it.
                 problems.setdefault(name, problem)
@@ -195,9 +202,11 @@ class Refresher:
             last_data = window.last_data(name) if window is not None else None
             states[name] = WorkloadState(
                 workload=name,
-                forecast=forecast,
+                # A drifted workload's last forecast followed a policy it no longer has.
+                forecast=None if name in drift else forecast,
                 last_data=last_data.to_pydatetime() if last_data is not None else None,
                 problem=problems.get(name),
+                drift=drift.get(name),
             )
         snapshot = Snapshot(
             states=states,
@@ -218,13 +227,49 @@ class Refresher:
             self.metrics.refreshes.labels(result).inc()
         return snapshot
 
+    def _policy_drift(self, served: ServedModel) -> dict[str, str]:
+        """Workload -> how its config differs from the policy registered with ``served``;
+        each change of that answer is logged once."""
+        policies = served.model.policies
+        drift = {}
+        for name, workload in self.workloads.items():
+            registered = policies.get(name)
+            found = (
+                None if registered is None else policy_drift(workload, registered, served.version)
+            )
+            if found is not None:
+                drift[name] = found
+            if self._drift.get(name) != found:
+                self._drift[name] = found
+                self._log_drift(name, found, served.version)
+        return drift
+
+    def _log_drift(self, name: str, drift: str | None, version: str) -> None:
+        if drift is None:
+            logger.info(
+                "workload policy agrees with the registered one",
+                extra={"workload": name, "model_version": version},
+            )
+            return
+        logger.warning(
+            "policy drift: the workload's metric answers 503 / UNAVAILABLE until it is "
+            "retrained or its config reverted",
+            extra={"workload": name, "model_version": version, "reason": drift},
+        )
+
     def _plan(
-        self, served: ServedModel, window: RollingWindow, previous: Snapshot
+        self,
+        served: ServedModel,
+        window: RollingWindow,
+        previous: Snapshot,
+        drift: dict[str, str],
     ) -> tuple[dict[str, WorkloadForecast], dict[str, str]]:
         model = served.model
         known = set(model.workloads)
-        problems: dict[str, str] = {}
+        problems: dict[str, str] = dict(drift)
         for name in self.workloads:
+            if name in drift:
+                continue
             if name not in known:
                 problems[name] = (
                     f"model {served.name!r} version {served.version} has no forecast for this "
@@ -235,6 +280,8 @@ class Refresher:
         forecasts: dict[str, WorkloadForecast] = {}
         names = []
         for name in self._plannable(model, window):
+            if name in drift:
+                continue
             # No new data and the same model: the forecast would be the same, keep it.
             old = previous.states[name].forecast if name in previous.states else None
             last = window.last_data(name)
@@ -267,11 +314,11 @@ class Refresher:
         for plan in plans:
             for row in plan.itertuples(index=False):
                 name = str(row.series)
-                workload = self.workloads.get(name)
-                if workload is None or name not in names:
+                if name not in self.workloads or name not in names:
                     continue
                 try:
-                    forecasts[name] = _forecast(workload, row, served.version, generated)
+                    policy = model.policies[name]
+                    forecasts[name] = _forecast(name, policy, row, served.version, generated)
                 except (ValueError, TypeError) as exc:
                     problems[name] = f"prediction failed: {exc}"
         for name in names:
@@ -375,22 +422,24 @@ class Refresher:
 
 
 def _forecast(
-    workload: WorkloadConfig, row: object, version: str, generated: datetime
+    name: str, policy: WorkloadPolicy, row: object, version: str, generated: datetime
 ) -> WorkloadForecast:
-    spec = workload.spec
+    """The served answer: the plan's numbers, and everything else from the policy they were
+    planned with (the registered one), so no field of an answer has another source."""
+    spec = policy.spec
     demand = float(getattr(row, "forecast_demand"))  # noqa: B009  (namedtuple row)
     replicas = float(getattr(row, "desired_replicas"))  # noqa: B009
     if not (math.isfinite(demand) and demand >= 0):
         raise ValueError(f"forecast demand must be finite and >= 0, got {demand!r}")
     if not (math.isfinite(replicas) and replicas >= 0):
         raise ValueError(f"desired replicas must be finite and >= 0, got {replicas!r}")
-    # The cluster's bounds come from the served config, whatever the model was trained with.
+    # The plan already clamps; clamping again keeps a faulty model inside the policy's bounds.
     desired = min(max(math.ceil(replicas - 1e-9), spec.min_replicas), spec.max_replicas)
     origin = pd.Timestamp(getattr(row, "origin"))  # noqa: B009
     if origin.tzinfo is None:
         origin = origin.tz_localize("UTC")
     return WorkloadForecast(
-        workload=workload.name,
+        workload=name,
         desired_replicas=int(desired),
         forecast_demand=demand,
         quantile=float(getattr(row, "quantile")),  # noqa: B009
@@ -399,7 +448,7 @@ def _forecast(
         generated_at=generated,
         model_version=version,
         capacity_per_replica=spec.capacity_per_replica,
-        target_utilization=spec.target_utilization,
+        target_utilization=policy.forecast_u,
         min_replicas=spec.min_replicas,
         max_replicas=spec.max_replicas,
     )

@@ -102,7 +102,7 @@ class Replies:
         previous = reuse._entries if reuse is not None else {}
         for name, state in snapshot.states.items():
             forecast = state.forecast
-            if forecast is None:
+            if forecast is None or state.drift is not None:
                 continue
             kept = previous.get(name)
             if kept is not None and kept.forecast is forecast:

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
 
+from forecaster.workload import WorkloadPolicy
 from serving.auth import TokenVerifier
 from serving.exceptions import ForecastUnavailableError
 from serving.models import ModelRegistry, ModelWatcher
@@ -105,6 +106,30 @@ class Runtime:
                 "forecast unavailable", extra={"workload": workload, "api": api, "reason": str(exc)}
             )
             raise
+
+    def registered_policy(self, workload: str) -> WorkloadPolicy:
+        """The policy registered for ``workload`` with the served model version.
+
+        Raises
+        ------
+        UnknownWorkloadError
+            Unknown name.
+        ForecastUnavailableError
+            No model loaded yet, or the served version has no policy for the workload.
+        """
+        self.store.current.state(workload)
+        served = self.watcher.current
+        policy = served.model.policies.get(workload) if served is not None else None
+        if policy is None:
+            problem = (
+                "no model loaded yet"
+                if served is None
+                else f"model version {served.version} has no policy for it"
+            )
+            raise ForecastUnavailableError(
+                f"no registered policy for workload {workload!r}: {problem}"
+            )
+        return policy
 
 
 def _runtime(request: Request) -> Runtime:

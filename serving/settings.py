@@ -6,7 +6,8 @@ the ``PREWARM_`` prefix (``PREWARM_PORT=8443``, ``PREWARM_TOKEN_FILE=/var/run/to
 ``prewarm serve`` options override them.
 
 :class:`RefreshConfig` is what the refresher needs from the project config file's
-``serving:`` section and its workloads: demand queries, capacity specs, intervals.
+``serving:`` section and its workloads: demand queries, each workload's policy as the file
+states it (checked against the registered one, never planned with), intervals.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from typing import Any
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError
+from forecaster.workload import WorkloadPolicy
 
 __all__ = ["RefreshConfig", "ServingSettings", "WorkloadConfig"]
 
@@ -99,16 +100,22 @@ class WorkloadConfig:
         Workload name, as in ``labelSelector=workload=NAME``.
     query : str
         Demand query (PromQL for the Prometheus source).
-    spec : WorkloadSpec
-        Capacity spec: bounds the replicas and gives the demand metric's target.
+    policy : WorkloadPolicy
+        The workload's policy as the config file states it. Serving plans with the policy
+        registered with the model version; this one only has to agree with it (a workload
+        whose policy differs is refused, see :mod:`serving.drift`).
     covariates : mapping of str to str, default {}
         Covariate column -> query.
+    deferred : sequence of str, default ()
+        Tuned settings (names of :data:`forecaster.workload.TUNED`) the config file leaves
+        unset: the registered policy's values stand and are not compared.
     """
 
     name: str
     query: str
-    spec: WorkloadSpec
+    policy: WorkloadPolicy
     covariates: Mapping[str, str] = field(default_factory=dict)
+    deferred: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -199,8 +206,9 @@ def refresh_config_from_project(config: Any) -> RefreshConfig:
             name=w.name,
             # File and replay sources read the series named by `demand` (default: the name).
             query=w.demand or w.name,
-            spec=w.spec,
+            policy=w.workload_policy,
             covariates=dict(w.covariates),
+            deferred=w.policy.unset,
         )
         for w in config.workloads
     ]

@@ -47,9 +47,10 @@ class WorkloadForecast:
     model_version : str
         Registry version of the model that produced it.
     capacity_per_replica, target_utilization : float
-        From the workload's capacity spec; give the HPA target of ``prewarm_forecast_demand``.
+        The registered policy's capacity per replica and forecast-path utilization; give the
+        HPA target of ``prewarm_forecast_demand``.
     min_replicas, max_replicas : int
-        Bounds of the workload.
+        Bounds of the workload's registered policy.
     """
 
     workload: str
@@ -100,12 +101,16 @@ class WorkloadState:
     problem : str or None
         Why the last refresh could not renew the forecast (source error, failed prediction,
         no data, unknown to the model); None when it did.
+    drift : str or None
+        How the served config's policy differs from the registered one (see
+        :mod:`serving.drift`); such a workload is never served, whatever its forecast.
     """
 
     workload: str
     forecast: WorkloadForecast | None = None
     last_data: datetime | None = None
     problem: str | None = None
+    drift: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +205,8 @@ class Snapshot:
         state = self.state(workload)
         now = now or datetime.now(UTC)
         forecast = state.forecast
+        if state.drift is not None:
+            return WorkloadStatus(False, state.drift, _age(now, state.last_data))
         if forecast is None:
             age = _age(now, state.last_data)
             reason = state.problem or "no forecast yet: waiting for the first refresh"

@@ -172,7 +172,8 @@ def refresh_config(
     }
     options.update(overrides)
     return RefreshConfig(
-        workloads=[WorkloadConfig(n, n, workload_specs[n]) for n in names], **options
+        workloads=[WorkloadConfig(n, n, WorkloadPolicy(workload_specs[n])) for n in names],
+        **options,
     )
 
 

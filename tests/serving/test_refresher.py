@@ -38,6 +38,7 @@ class CountingPlanner:
         self.result = result
 
     workloads = property(lambda self: self.inner.workloads)
+    policies = property(lambda self: self.inner.policies)
     step = property(lambda self: self.inner.step)
     history_cells_needed = property(lambda self: self.inner.history_cells_needed)
 
@@ -181,15 +182,25 @@ def test_failed_prediction_never_becomes_a_number(now: pd.Timestamp, result: str
         snapshot.forecast("chat")
 
 
-def test_replicas_never_above_the_served_max(now: pd.Timestamp) -> None:
+def test_a_config_that_left_the_registered_policy_is_refused_the_others_served(
+    now: pd.Timestamp,
+) -> None:
     frame = history(LEVELS, now, 200)
-    planner = fit_planner(frame, specs(LEVELS, max_replicas=500, capacity_per_replica=0.5))
-    refresher, _, _ = build(
-        now, planner, workload_specs=specs(LEVELS, max_replicas=3, capacity_per_replica=0.5)
-    )
+    registered = specs(LEVELS, max_replicas=500, capacity_per_replica=0.5)
+    planner = fit_planner(frame, registered)
+    served = {**registered, "chat": specs(LEVELS, max_replicas=3, capacity_per_replica=0.5)["chat"]}
+    refresher, _, _ = build(now, planner, workload_specs=served)
     snapshot = refresher.tick(now.to_pydatetime())
-    assert snapshot.forecast("chat").desired_replicas == 3
-    assert snapshot.forecast("chat").forecast_demand > 3 * 0.5
+    # Neither the registered bound (500) nor the config's (3): no number at all.
+    with pytest.raises(ForecastUnavailableError, match=r"max_replicas 500 -> 3 since version 1"):
+        snapshot.forecast("chat")
+    assert snapshot.states["chat"].drift == (
+        "workload chat: max_replicas 500 -> 3 since version 1: retrain or revert"
+    )
+    assert (
+        snapshot.forecast("embed").desired_replicas
+        == planner.plan(frame).set_index("series").loc["embed", "desired_replicas"]
+    )
 
 
 def test_corrupt_new_version_keeps_the_old_one_serving(now: pd.Timestamp) -> None:
