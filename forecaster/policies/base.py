@@ -180,7 +180,7 @@ class Observation:
         origins: np.ndarray = np.floor(times / self.data_step + 1e-9).astype(int) - 1
         return origins
 
-    def mean_rate(self, end: np.ndarray, window: float) -> np.ndarray:
+    def mean_rate(self, end: np.ndarray, window: float | np.ndarray) -> np.ndarray:
         """Mean demand rate over ``[end - window, end]``, clipped to the trace's start."""
         edges = np.arange(len(self.demand) + 1) * self.data_step
         cumulative = np.concatenate([[0.0], np.cumsum(self.demand * self.data_step)])

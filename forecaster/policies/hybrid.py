@@ -30,7 +30,7 @@ class HybridPolicy(ReactivePolicy):
         Of the forecast path (see :class:`PredictivePolicy`).
     forecast_utilization
         ``u`` of the forecast path; ``None`` takes the workload's.
-    target_utilization, scrape_interval, rate_window, behavior, tolerance
+    target_utilization, scrape_interval, rate_window, behavior, tolerance, scrape_phase
         Of the reactive path and of the HPA (see :class:`ReactivePolicy`).
     """
 
@@ -47,8 +47,11 @@ class HybridPolicy(ReactivePolicy):
         rate_window: float = 60.0,
         behavior: HPABehavior | None = None,
         tolerance: float | None = None,
+        scrape_phase: float = 0.0,
     ) -> None:
-        super().__init__(target_utilization, scrape_interval, rate_window, behavior, tolerance)
+        super().__init__(
+            target_utilization, scrape_interval, rate_window, behavior, tolerance, scrape_phase
+        )
         self.quantile = quantile
         self.forecast_utilization = forecast_utilization
         self.hold = hold

@@ -10,6 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from forecaster.backtest.workload import WorkloadSpec
+from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior, HPAController
 
@@ -28,17 +29,25 @@ TOLERANCE_GRID = (0.1, 0.0)
 class ReactivePolicy:
     """HPA with an ``AverageValue`` External metric on the demand rate.
 
-    The metric at sync time ``t`` is the mean demand over
-    ``[t - scrape_interval - rate_window, t - scrape_interval]``: a Prometheus ``rate()``
-    over ``rate_window`` whose newest sample is one scrape old. The target per replica is
-    ``capacity_per_replica * target_utilization``.
+    The metric at sync time ``t`` is what ``rate(requests_total[rate_window])`` returns at
+    ``t`` for a counter of the demand scraped every ``scrape_interval`` seconds, at
+    ``scrape_phase + k * scrape_interval``: the increase between the oldest and the newest
+    sample in ``(t - rate_window, t]`` over the time between them (Prometheus then
+    extrapolates that increase to the window's edges and divides by the window, which
+    leaves the rate of regularly spaced samples unchanged), so the mean demand between the
+    two samples. At the defaults, a 30 s scrape and ``[1m]``, that is the mean over the
+    30 s before the newest sample, which is 0 to 30 s old depending on the phase. The
+    target per replica is ``capacity_per_replica * target_utilization``.
 
     Parameters
     ----------
     target_utilization
         Fraction of a replica's capacity to aim for; ``None`` takes the workload's.
     scrape_interval, rate_window
-        Metric lag and smoothing, in seconds.
+        Prometheus' scrape interval and the ``rate()`` window, in seconds; the window must
+        hold two samples, so at least two scrape intervals.
+    scrape_phase
+        Seconds from the first data point to the first scrape, in ``[0, scrape_interval)``.
     behavior
         HPA behavior, tolerance and sync period (Kubernetes defaults).
     tolerance
@@ -56,12 +65,14 @@ class ReactivePolicy:
         rate_window: float = 60.0,
         behavior: HPABehavior | None = None,
         tolerance: float | None = None,
+        scrape_phase: float = 0.0,
     ) -> None:
         self.target_utilization = target_utilization
         self.scrape_interval = scrape_interval
         self.rate_window = rate_window
         self.behavior = behavior
         self.tolerance = tolerance
+        self.scrape_phase = scrape_phase
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
@@ -80,7 +91,7 @@ class ReactivePolicy:
         behavior = self.hpa_behavior()
         sync = behavior.sync_period_seconds
         ticks = obs.step_times(sync)
-        usage = obs.mean_rate(ticks - self.scrape_interval, self.rate_window)
+        usage = self.metric(obs, ticks)
         usages = [usage, *(values for values, _ in extra)]
         targets = [self.demand_target(obs.spec), *(t for _, t in extra)]
         controller = HPAController(behavior, obs.spec.min_replicas, obs.spec.max_replicas)
@@ -88,6 +99,21 @@ class ReactivePolicy:
         first = max((math.ceil(u[0] / t) for u, t in zip(usages, targets, strict=True)), default=0)
         initial = int(np.clip(first, obs.spec.min_replicas, obs.spec.max_replicas))
         return obs.hold_to_steps(controller.run(usages, targets, initial), sync)
+
+    def metric(self, obs: Observation, times: np.ndarray) -> np.ndarray:
+        """The demand metric the HPA reads at ``times``: Prometheus' ``rate()`` (see above)."""
+        interval, window, phase = self.scrape_interval, self.rate_window, self.scrape_phase
+        if not interval > 0 or window < 2 * interval or not 0 <= phase < interval:
+            raise ConfigError(
+                "`scrape_interval` must be > 0, `rate_window` at least two scrape intervals "
+                "and `scrape_phase` in [0, scrape_interval), got "
+                f"{interval!r}, {window!r} and {phase!r}"
+            )
+        # The 1e-9 keeps a sample taken exactly at t (or exactly at t - window) on the
+        # right side of the boundary despite rounding.
+        newest = phase + interval * np.floor((times - phase) / interval + 1e-9)
+        samples = np.ceil((window - (times - newest)) / interval - 1e-9)
+        return obs.mean_rate(newest, (samples - 1) * interval)
 
     def demand_target(self, spec: WorkloadSpec) -> float:
         """``averageValue`` of the demand metric: demand per replica at the target utilization."""

@@ -34,7 +34,7 @@ class SeasonalNaivePolicy(ReactivePolicy):
         Seconds over which the recent level is compared with the same span a season ago.
     hold
         Seconds past the lead the forecast window extends.
-    target_utilization, scrape_interval, rate_window, behavior, tolerance
+    target_utilization, scrape_interval, rate_window, behavior, tolerance, scrape_phase
         Of the reactive path and of the HPA (see :class:`ReactivePolicy`).
     """
 
@@ -52,8 +52,11 @@ class SeasonalNaivePolicy(ReactivePolicy):
         rate_window: float = 60.0,
         behavior: HPABehavior | None = None,
         tolerance: float | None = None,
+        scrape_phase: float = 0.0,
     ) -> None:
-        super().__init__(target_utilization, scrape_interval, rate_window, behavior, tolerance)
+        super().__init__(
+            target_utilization, scrape_interval, rate_window, behavior, tolerance, scrape_phase
+        )
         self.headroom = headroom
         self.season = season
         self.level_window = level_window

@@ -45,7 +45,7 @@ def perfect_forecast() -> QuantileForecast:
 
 
 OBS = Observation(DEMAND, 60.0, 4, SPEC, sim_step=15.0, forecast=perfect_forecast())
-REACTIVE = {"scrape_interval": 15.0, "rate_window": 15.0}
+REACTIVE = {"scrape_interval": 15.0, "rate_window": 30.0}
 
 # name, params, desired replicas per step, replica-steps billed, unserved work, cold starts
 GOLDEN = [
@@ -54,14 +54,15 @@ GOLDEN = [
     # need 1,1 | 3,3 | 1,1 per data step; levels 2 and 3 busy at steps 8-15, asked 2 steps
     # early (step 6); level 1 always: 24 + 2 x 10 replica-steps
     ("oracle", {}, [1] * 6 + [3] * 10 + [1] * 8, 24 + 2 * 10, 0.0, 2),
-    # metric at tick k = demand over [t - 30, t - 15], t = 240 + 15k: 30 from tick 10 to 17.
-    # Tick 10 proposes 3 (limit max(2, 5)); the 300 s window then holds 3 to the end.
-    # The 2 new replicas are ready at step 12; steps 8-11 get 450 each against 150 (10 per
+    # Scrapes every 15 s at t = 0, 15, ...: rate([30s]) at tick k, t = 240 + 15k, spans the
+    # samples at t - 15 and t, so the metric is the demand over [t - 15, t]: 30 from tick 9
+    # to 16. Tick 9 proposes 3 (limit max(2, 5)); the 300 s window then holds 3 to the end.
+    # The 2 new replicas are ready at step 11; steps 8-10 get 450 each against 150 (10 per
     # s against 30 per s). Step 8 queues 300; in step 9 the deadline (t - 15) sweeps step 8's
-    # arrivals at 30 per s, catches the service halfway and 150 is lost; in steps 10 and 11
-    # service stays at the deadline, 300 lost each. From step 12, 450 against 450 serves the
-    # 15 s queue just in time, and it drains from step 16: 150 + 300 + 300 lost.
-    ("reactive", REACTIVE, [1] * 10 + [3] * 14, 10 * 1 + 14 * 3, 750.0, 2),
+    # arrivals at 30 per s, catches the service halfway and 150 is lost; in step 10 service
+    # stays at the deadline, 300 lost. From step 11, 450 against 450 serves the 15 s queue
+    # just in time, and it drains from step 16: 150 + 300 lost.
+    ("reactive", REACTIVE, [1] * 9 + [3] * 15, 9 * 1 + 15 * 3, 450.0, 2),
     # origin j = 3 + i // 4 forecasts max(demand[j+1], demand[j+2]): 10 | 30 30 30 | 10 10,
     # sized 1 | 3 3 3 | 1 1 per data step. A replica is released only when no answer of the
     # last cold start wants it (the demand of step i was sized by the answer of step i - 2,
@@ -109,15 +110,15 @@ def test_golden_scenario(
 def test_golden_reactive_trajectory_details() -> None:
     plan = make_policy("reactive", **REACTIVE).plan(OBS)
     run = simulate(OBS.sim_rate, plan, SPEC, step_seconds=15.0)
-    # asked at step 10, ready two steps later
-    assert run.ready.tolist() == [1] * 12 + [3] * 12
+    # asked at step 9, ready two steps later
+    assert run.ready.tolist() == [1] * 11 + [3] * 13
     assert run.asked.tolist() == plan.tolist()
     assert run.arrivals.sum() == pytest.approx(ARRIVALS)
-    assert run.unserved[8:12].tolist() == pytest.approx([0.0, 150.0, 300.0, 300.0])
-    assert run.backlog[11:17].tolist() == pytest.approx([450.0] * 5 + [150.0])
+    assert run.unserved[8:11].tolist() == pytest.approx([0.0, 150.0, 300.0])
+    assert run.backlog[10:17].tolist() == pytest.approx([450.0] * 6 + [150.0])
     metrics = compute_metrics(run, SPEC)
-    # steps 8-11 are one whole minute (steps 8..11) with 750 of 1800 unserved
+    # steps 8-11 are one whole minute (steps 8..11) with 450 of 1800 unserved
     assert metrics.slo_violation_minutes == pytest.approx(1.0)
     assert metrics.scale_events == 1
-    # served 6000 - 750 of capacity (12 x 1 + 12 x 3) x 150
-    assert metrics.mean_utilization == pytest.approx(5250 / ((12 + 36) * 150))
+    # served 6000 - 450 of capacity (11 x 1 + 13 x 3) x 150
+    assert metrics.mean_utilization == pytest.approx(5550 / ((11 + 39) * 150))
