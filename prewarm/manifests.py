@@ -14,11 +14,9 @@ Exit codes
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -40,7 +38,6 @@ SERVE_URL = "https://prewarm-serve.prewarm.svc:443"
 # The forecast metric whose target the backtest simulates (demand per replica at the forecast
 # path's utilization); serving/k8s.py serves it, selected by the workload label.
 FORECAST_METRIC = "prewarm_forecast_demand"
-POLICIES_ARTIFACT = "policies.json"
 TOLERANCE_NOTE = (
     "per-HPA tolerance (KEP-4951): Kubernetes >= 1.35 (beta, on by default); "
     "1.33-1.34 only with the HPAConfigurableTolerance feature gate"
@@ -65,20 +62,19 @@ class Policies:
 
 # -- policies --------------------------------------------------------------------------------
 def registered_policies(config: TrainConfig, tracking_uri: str) -> Policies | None:
-    """The champion version's registered policies, or ``None`` when there is none.
+    """The champion version's registered policies, or ``None`` when there is no champion.
 
     Raises
     ------
     TrackingError
-        The store exists but cannot be read, or its ``policies.json`` is not one.
+        The store cannot be read, or the champion's ``policies.json`` is missing or invalid
+        (rendering the config's numbers then would not be what is served).
     """
     from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
 
-    from forecaster.exceptions import ConfigError
-    from forecaster.workload import WorkloadPolicy
-    from training.exceptions import TrackingError
     from training.registry import champion_version
+    from training.tracking import POLICIES_ARTIFACT
+    from training.tracking import registered_policies as read_policies
 
     name = config.mlflow.registered_model
     if _missing_sqlite(tracking_uri):
@@ -87,25 +83,7 @@ def registered_policies(config: TrainConfig, tracking_uri: str) -> Policies | No
     if version is None:
         return None
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-    try:
-        run_id = client.get_model_version(name, version).run_id
-        if run_id is None:  # a version registered from outside a run carries no policies
-            return None
-        with tempfile.TemporaryDirectory() as folder:
-            path = client.download_artifacts(run_id, POLICIES_ARTIFACT, folder)
-            document = json.loads(Path(path).read_text())
-    except MlflowException as exc:
-        if exc.error_code == "RESOURCE_DOES_NOT_EXIST":
-            return None
-        raise TrackingError(f"cannot read {POLICIES_ARTIFACT} of {name} v{version}: {exc}") from exc
-    except OSError:  # a version registered before policies were: the config decides
-        return None
-    try:
-        policies = {w: WorkloadPolicy.from_dict(d) for w, d in document.items()}
-    except (ConfigError, TypeError, KeyError, AttributeError) as exc:
-        raise TrackingError(
-            f"{POLICIES_ARTIFACT} of {name} v{version} is not valid: {exc}"
-        ) from exc
+    policies = read_policies(client, name, version)
     return Policies(policies, f"{POLICIES_ARTIFACT} of {name} v{version} (champion)")
 
 
