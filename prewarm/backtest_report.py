@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from forecaster.backtest.frontier import RECOMMENDED, run_policy
+from forecaster.backtest.frontier import BASELINES, RECOMMENDED, run_policy
 from forecaster.backtest.run import BacktestResult
 from prewarm import tables
 from prewarm.options import console
@@ -86,8 +86,40 @@ def to_json(
             }
             for model, score in result.forecast.items()
         },
+        "deployed": _deployed(result, end),
         "skipped": result.skipped,
         "notes": list(notes),
+    }
+
+
+def _deployed(result: BacktestResult, end: Any) -> dict[str, Any]:
+    """Each policy at the setting tuned on the tuning window, scored on validation."""
+    assert result.validation_start is not None  # backtest() always sets it
+    tuning = {"start": result.times[result.observation.start].isoformat()}
+    tuning["end"] = validation_start = result.validation_start.isoformat()
+    validation = {"start": validation_start, "end": end.isoformat()}
+    policies = {}
+    for name, chosen in result.deployed.items():
+        policies[name] = {
+            "settings": dict(chosen.params),
+            "tuning": tuning,
+            "validation": validation,
+            "tuned_meets_slo": chosen.tuned_meets_slo,
+            "tuning_cost": chosen.tuning.cost,
+            "tuning_unserved_fraction": chosen.tuning.unserved_fraction,
+            "cost": chosen.validation.cost,
+            "replica_hours": chosen.validation.replica_hours,
+            "unserved_fraction": chosen.validation.unserved_fraction,
+            "meets_slo": chosen.meets_slo,
+            "cold_starts_per_hour": chosen.cold_starts_per_hour,
+            "scale_events_per_hour": chosen.scale_events_per_hour,
+            "settings_tried": chosen.settings_tried,
+        }
+    return {
+        "tuning": tuning,
+        "validation": validation,
+        "policies": policies,
+        "savings": result.deployed_savings,
     }
 
 
@@ -121,10 +153,12 @@ def _excluded_note(excluded: dict[str, Any]) -> list[str]:
 
 
 def print_table(document: dict[str, Any]) -> None:
-    """The per-policy headline and the savings line on stdout (see :mod:`prewarm.tables`)."""
+    """The in-sample frontier's best points, the deployed (out-of-sample) table and the
+    savings line on stdout (see :mod:`prewarm.tables`)."""
     out = console()
     tables.print_table(out, policy_table(document))
-    out.print(_savings_line(document["savings_at_slo"]), markup=False, highlight=False)
+    tables.print_table(out, deployed_table(document))
+    out.print(savings_line(document), markup=False, highlight=False, soft_wrap=True)
 
 
 # Table columns: header, the policy row's value as text.
@@ -160,21 +194,59 @@ def policy_table(document: dict[str, Any]) -> tables.TableSpec:
     )
 
 
+DEPLOYED_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("setting", lambda row: _knob_text(row["settings"], "\n")),
+    ("cost", lambda row: f"{row['cost']:,.1f}"),
+    ("unserved", lambda row: f"{row['unserved_fraction']:.2e}"),
+    ("meets\nSLO", lambda row: "yes" if row["meets_slo"] else "no"),
+    ("met on\ntuning", lambda row: "yes" if row["tuned_meets_slo"] else "no"),
+    ("cold\nstarts/h", lambda row: f"{row['cold_starts_per_hour']:.1f}"),
+    ("scale\nevents/h", lambda row: f"{row['scale_events_per_hour']:.1f}"),
+    ("settings\ntried", lambda row: str(row["settings_tried"])),
+)
+
+
+def deployed_table(document: dict[str, Any]) -> tables.TableSpec:
+    """Each policy at the setting tuned on the tuning window, scored on validation."""
+    deployed = document["deployed"]
+    tuning, validation = deployed["tuning"], deployed["validation"]
+    return tables.TableSpec(
+        title=(
+            f"Deployed, out of sample: tuned {span_text(tuning['start'], tuning['end'])}, "
+            f"scored {span_text(validation['start'], validation['end'])}"
+        ),
+        key="policy",
+        headers=tuple(header for header, _ in DEPLOYED_COLUMNS),
+        rows=[
+            (name, [cell(row) for _, cell in DEPLOYED_COLUMNS])
+            for name, row in deployed["policies"].items()
+        ],
+        notes=[],
+        left=("setting",),
+    )
+
+
 def _knob_text(knob: dict[str, float] | None, joiner: str = ", ") -> str:
     return joiner.join(f"{k}={v:g}" for k, v in (knob or {}).items()) or "-"
 
 
-def _fraction(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:+.1%}"
+def savings_line(document: dict[str, Any]) -> str:
+    """Hybrid's out-of-sample savings, or which side missed the SLO on validation."""
+    deployed = document["deployed"]
+    policies, savings = deployed["policies"], deployed["savings"]
 
+    def against(key: str, name: str) -> str:
+        if savings[key] is not None:
+            return f"{savings[key]:+.1%} vs {name}"
+        missed = RECOMMENDED if not policies.get(RECOMMENDED, {}).get("meets_slo") else name
+        if missed not in policies:
+            return f"none vs {name} ({name} did not run)"
+        unserved = policies[missed]["unserved_fraction"]
+        return f"none vs {name} ({missed} misses the SLO: {unserved:.2%} unserved)"
 
-def _savings_line(savings: dict[str, float | None]) -> str:
-    return (
-        f"{RECOMMENDED} savings at SLO: vs reactive {_fraction(savings['vs_reactive'])}, "
-        f"vs static {_fraction(savings['vs_static'])}, "
-        f"vs seasonal-naive {_fraction(savings['vs_seasonal_naive'])}; "
-        f"gap to oracle {_fraction(savings['oracle_gap'])}"
-    )
+    parts = [against(key, name) for key, name in BASELINES.items()]
+    parts.append(against("oracle_gap", "oracle").replace(" vs oracle", " above the oracle"))
+    return f"{RECOMMENDED} savings, deployed and out of sample: " + "; ".join(parts)
 
 
 def write_report(
@@ -210,7 +282,9 @@ def markdown(document: dict[str, Any]) -> str:
     ]
     lines += [
         "",
-        _savings_line(document["savings_at_slo"]) + ".",
+        tables.markdown_table(deployed_table(document)),
+        "",
+        savings_line(document) + ".",
         "",
         f"![capacity]({CAPACITY_PNG})",
         "",

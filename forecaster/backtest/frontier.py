@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from forecaster.backtest.metrics import Metrics, compute_metrics
 from forecaster.backtest.simulator import Trajectory, simulate
@@ -21,11 +23,16 @@ BASELINES = {
 
 @dataclass(frozen=True)
 class PolicyPoint:
-    """One policy at one knob setting, and what it achieved."""
+    """One policy at one knob setting, and what it achieved.
+
+    ``metrics`` covers every scored step; ``windows`` the same run measured on each named
+    window of steps (the tuning and validation windows of :mod:`forecaster.backtest.tuning`).
+    """
 
     policy: str
     params: dict[str, float]
     metrics: Metrics
+    windows: dict[str, Metrics] = field(default_factory=dict)
 
 
 def run_policy(
@@ -43,8 +50,11 @@ def sweep(
     *,
     seed: int = 0,
     progress: Progress | None = None,
+    windows: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, list[PolicyPoint]]:
     """Every policy of ``names`` at every point of its sweep grid, in grid order.
+
+    ``windows`` names masks over the simulation steps; each point is also measured on each.
 
     Examples
     --------
@@ -61,8 +71,12 @@ def sweep(
     for name, grid in grids.items():
         points = []
         for params in grid:
-            _, metrics = run_policy(obs, name, params, seed)
-            points.append(PolicyPoint(name, dict(params), metrics))
+            trajectory, metrics = run_policy(obs, name, params, seed)
+            measured = {
+                window: compute_metrics(trajectory, obs.spec, mask)
+                for window, mask in (windows or {}).items()
+            }
+            points.append(PolicyPoint(name, dict(params), metrics, measured))
             done += 1
             if progress is not None:
                 progress(name, done, total)

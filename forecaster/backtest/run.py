@@ -9,6 +9,14 @@ import numpy as np
 import pandas as pd
 
 from forecaster.backtest.frontier import PolicyPoint, headline_point, savings, sweep
+from forecaster.backtest.tuning import (
+    VALIDATION,
+    Deployed,
+    boundary_step,
+    deploy,
+    deployed_savings,
+    split,
+)
 from forecaster.backtest.walkforward import WalkForward, walk_forward_forecast
 from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError
@@ -101,6 +109,9 @@ class BacktestResult:
     savings_at_slo: dict[str, float | None]
     forecast: dict[str, ForecastScore] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    deployed: dict[str, Deployed] = field(default_factory=dict)
+    deployed_savings: dict[str, float | None] = field(default_factory=dict)
+    validation_start: pd.Timestamp | None = None
 
 
 def backtest(
@@ -110,7 +121,12 @@ def backtest(
     settings: BacktestSettings,
     progress: Progress | None = None,
 ) -> BacktestResult:
-    """Walk forward, sweep every policy, and compute cost at the SLO and savings.
+    """Walk forward, sweep every policy, tune each out of sample, and compute the savings.
+
+    Every setting is simulated once over the evaluation span. The in-sample frontier and
+    cost at the SLO picture the trade-off; the ``deployed`` numbers are each policy at the
+    setting chosen on the tuning window, scored on the later validation window
+    (:mod:`forecaster.backtest.tuning`), and the headline savings come from them.
 
     Parameters
     ----------
@@ -167,14 +183,25 @@ def backtest(
             f"every evaluated cell is in a gap of more than `max_fill`={settings.max_fill} "
             "missing cells: nothing to score"
         )
-    frontier, skipped = _sweep_runnable(obs, settings, progress)
+    n_steps = len(obs.sim_rate)
+    windows = split(n_steps, obs.scored)
+    frontier, skipped = _sweep_runnable(obs, settings, windows, progress)
     headline = {n: headline_point(p, spec.slo_unserved_fraction) for n, p in frontier.items()}
     costs = {n: (p.metrics.cost if meets else None) for n, (p, meets) in headline.items()}
-    return BacktestResult(obs, times, frontier, headline, costs, savings(costs), scores, skipped)
+    validation_hours = float(windows[VALIDATION].sum()) * obs.sim_step / 3600.0
+    deployed = deploy(frontier, spec.slo_unserved_fraction, validation_hours)
+    boundary = times[start] + pd.Timedelta(seconds=boundary_step(n_steps) * obs.sim_step)
+    return BacktestResult(
+        obs, times, frontier, headline, costs, savings(costs), scores, skipped, deployed,
+        deployed_savings(deployed), boundary,
+    )  # fmt: skip
 
 
 def _sweep_runnable(
-    obs: Observation, settings: BacktestSettings, progress: Progress | None
+    obs: Observation,
+    settings: BacktestSettings,
+    windows: dict[str, np.ndarray],
+    progress: Progress | None,
 ) -> tuple[dict[str, list[PolicyPoint]], dict[str, str]]:
     """Sweep each policy; one that needs more history than the trace has before the
     evaluation (seasonal-naive's week) is left out with the reason, so the others still run."""
@@ -182,7 +209,7 @@ def _sweep_runnable(
     skipped: dict[str, str] = {}
     for name in settings.policies:
         try:
-            frontier |= sweep(obs, [name], seed=settings.seed, progress=progress)
+            frontier |= sweep(obs, [name], seed=settings.seed, progress=progress, windows=windows)
         except NotEnoughHistoryError as exc:
             skipped[name] = str(exc)
     if not frontier:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import ClassVar
 
@@ -15,6 +16,9 @@ from forecaster.policies.base import Grid, Observation, horizon_range
 # upper tail: between 0.9 and 0.99 one grid step changes the fleet by several replicas, and a
 # coarse grid puts the cost at the SLO at whichever point happens to lie past it.
 QUANTILE_GRID = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99)
+# Utilizations the forecast alone is tried at: below 1 it buys margin past the quantile, and
+# the policy gets about the budget of settings the others get.
+FORECAST_UTILIZATION_GRID = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
 
 
 class PredictivePolicy:
@@ -55,8 +59,11 @@ class PredictivePolicy:
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
-        """The forecast quantiles, at utilization 1 (the quantile is the margin)."""
-        return tuple({"quantile": q, "target_utilization": 1.0} for q in QUANTILE_GRID)
+        """The forecast quantiles crossed with the utilizations."""
+        return tuple(
+            {"quantile": q, "target_utilization": u}
+            for q, u in itertools.product(QUANTILE_GRID, FORECAST_UTILIZATION_GRID)
+        )
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas for the forecast in force at each simulation step."""

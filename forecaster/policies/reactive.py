@@ -17,7 +17,9 @@ from forecaster.policies.hpa import HPABehavior, HPAController
 # Usage a forecast-driven path adds to the HPA: (value per sync tick, averageValue target).
 ExtraMetric = tuple[np.ndarray, float]
 
-UTILIZATION_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+# Target utilizations from 0.3 to 1 in steps of 0.025: the reactive HPA's one knob, as fine
+# as the budget of settings the other policies get (tests/policies/test_sweeps.py).
+UTILIZATION_GRID = tuple(round(0.3 + 0.025 * i, 3) for i in range(29))
 # The reactive path beside a forecast can run hotter: the forecast carries the margin, up to
 # utilization 1 where the reactive path only catches demand above the ready capacity.
 REACTIVE_PATH_GRID = (0.8, 0.9, 1.0)
@@ -76,7 +78,7 @@ class ReactivePolicy:
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
-        """Target utilizations from 0.5 to 1, crossed with the tolerance."""
+        """Target utilizations from 0.3 to 1, crossed with the tolerance."""
         return tuple(
             {"target_utilization": u, "tolerance": t}
             for u, t in itertools.product(UTILIZATION_GRID, TOLERANCE_GRID)

@@ -17,7 +17,7 @@ from forecaster.policies.base import Grid, Observation, horizon_range
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
 
-HEADROOM_GRID = (0.8, 1.0, 1.2, 1.5)
+HEADROOM_GRID = tuple(round(0.7 + 0.1 * i, 1) for i in range(10))  # 0.7 to 1.6
 WEEK = 7 * 86400.0
 
 

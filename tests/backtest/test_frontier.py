@@ -9,6 +9,8 @@ from forecaster.backtest.frontier import PolicyPoint, cost_at_slo, headline_poin
 from forecaster.backtest.metrics import Metrics
 from forecaster.backtest.workload import WorkloadSpec
 from forecaster.policies import Observation
+from forecaster.policies.reactive import TOLERANCE_GRID, UTILIZATION_GRID
+from forecaster.policies.static import HEADROOM_GRID as STATIC_HEADROOM
 
 
 def point(cost: float, unserved: float) -> PolicyPoint:
@@ -50,9 +52,10 @@ def test_sweep_reaches_every_grid_point_and_headroom_buys_service() -> None:
     obs = Observation(demand, 60.0, 200, spec, train_window=200)
     calls: list[tuple[str, int, int]] = []
     result = sweep(obs, ["static", "reactive"], progress=lambda *a: calls.append(a))
-    # static: 6 headrooms; reactive: 6 utilizations x 2 tolerances
-    assert [len(points) for points in result.values()] == [6, 12]
-    assert calls[-1] == ("reactive", 18, 18)
+    # static: every headroom; reactive: every utilization x both tolerances
+    sizes = [len(STATIC_HEADROOM), len(UTILIZATION_GRID) * len(TOLERANCE_GRID)]
+    assert [len(points) for points in result.values()] == sizes
+    assert calls[-1] == ("reactive", sum(sizes), sum(sizes))
     static = result["static"]
     costs = [p.metrics.cost for p in static]
     lost = [p.metrics.unserved_fraction for p in static]

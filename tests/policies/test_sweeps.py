@@ -3,6 +3,8 @@ policy keeps a replica for as long as a recent answer still wants it."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -62,3 +64,20 @@ def test_predictive_keeps_replicas_for_one_cold_start_after_the_forecast_falls()
     assert plan[:20].tolist() == sized[:20].tolist()
     assert plan[20:24].tolist() == [3, 3, 3, 3]
     assert plan[24:].tolist() == [1] * (len(plan) - 24)
+
+
+def test_every_tuned_policy_gets_about_the_same_budget_of_settings() -> None:
+    """Equal tuning resolution: no policy wins by having been searched more finely."""
+    budgets = {
+        name: len(policy_class(name).sweep_grid(SPEC))
+        for name in ("static", "reactive", "seasonal-naive", "predictive", "hybrid")
+    }
+    assert max(budgets.values()) <= 1.3 * min(budgets.values()), budgets
+
+
+def test_the_reactive_hpa_knob_is_searched_finely() -> None:
+    utilizations = sorted(
+        {p["target_utilization"] for p in policy_class("reactive").sweep_grid(SPEC)}
+    )
+    assert max(b - a for a, b in itertools.pairwise(utilizations)) <= 0.025 + 1e-12
+    assert utilizations[0] <= 0.3 and utilizations[-1] == 1.0

@@ -93,11 +93,11 @@ def test_report_files_and_consistent_numbers(demo_run):
         document = json.loads((report / name / "backtest.json").read_text())
         assert (report / name / "backtest.md").stat().st_size > 0
         oracle = document["policies"]["oracle"]
-        assert oracle["meets_slo"]
+        # The oracle serves every step on arrival. It is the lower bound among policies that
+        # never queue; one that lets work wait up to the SLO latency can undercut it.
+        assert oracle["meets_slo"] and oracle["unserved_fraction"] == 0.0
         for policy, numbers in document["policies"].items():
             assert numbers["replica_hours"] > 0 and numbers["cost"] > 0, policy
-            if numbers["meets_slo"]:
-                assert oracle["cost"] <= numbers["cost"] + 1e-9, policy
         assert document["savings_at_slo"] == summary["workloads"][name]["savings_at_slo"]
 
 

@@ -1,0 +1,153 @@
+"""Out-of-sample tuning: each policy's setting is chosen on one window and scored on the next.
+
+The evaluation span is cut in two at :data:`TUNING_FRACTION`: the **tuning** window, where
+every policy, the reactive HPA included, picks the cheapest of its swept settings that meets
+the SLO there (or, when none does, the one that comes closest), and the later **validation**
+window, where that setting is scored. The simulation runs once over the whole span, so the
+validation window starts from the state the tuning window left: replicas and queue carry.
+
+The deployed numbers are what a user who tuned on the past would have paid in the future, and
+the savings prewarm reports are computed from them: hybrid's validation cost against each
+other policy's, only where both meet the SLO on validation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from forecaster.backtest.frontier import BASELINES, RECOMMENDED, PolicyPoint
+from forecaster.backtest.metrics import Metrics
+from forecaster.exceptions import ConfigError
+
+TUNING_FRACTION = 0.5
+TUNING, VALIDATION = "tuning", "validation"
+
+
+def split(
+    n_steps: int, scored: np.ndarray, fraction: float = TUNING_FRACTION
+) -> dict[str, np.ndarray]:
+    """Masks over ``n_steps`` simulation steps: the scored steps of each window.
+
+    Examples
+    --------
+    >>> masks = split(4, np.array([True, False, True, True]))
+    >>> masks["tuning"].tolist(), masks["validation"].tolist()
+    ([True, False, False, False], [False, False, True, True])
+    """
+    if not 0 < fraction < 1:
+        raise ConfigError(f"`fraction` must be in (0, 1), got {fraction!r}")
+    boundary = boundary_step(n_steps, fraction)
+    later = np.arange(n_steps) >= boundary
+    return {TUNING: scored & ~later, VALIDATION: scored & later}
+
+
+def boundary_step(n_steps: int, fraction: float = TUNING_FRACTION) -> int:
+    """First simulation step of the validation window."""
+    return round(n_steps * fraction)
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """A policy at the setting tuned on the tuning window, and what it did on validation.
+
+    Attributes
+    ----------
+    policy, params
+        The policy and its chosen setting.
+    tuning, validation
+        Its metrics on each window.
+    tuned_meets_slo
+        Whether the setting met the SLO on the tuning window (else it is the closest one).
+    meets_slo
+        Whether it met the SLO on the validation window.
+    settings_tried
+        Settings simulated to choose it: every policy is tuned at the same resolution.
+    validation_hours
+        Length of the validation window's scored steps, for the hourly rates.
+    """
+
+    policy: str
+    params: dict[str, float]
+    tuning: Metrics
+    validation: Metrics
+    tuned_meets_slo: bool
+    meets_slo: bool
+    settings_tried: int
+    validation_hours: float
+
+    @property
+    def cold_starts_per_hour(self) -> float:
+        """Replicas asked for per hour of validation."""
+        return self.validation.cold_starts / self.validation_hours if self.validation_hours else 0.0
+
+    @property
+    def scale_events_per_hour(self) -> float:
+        """Changes of the replica count per hour of validation."""
+        if not self.validation_hours:
+            return 0.0
+        return self.validation.scale_events / self.validation_hours
+
+
+def deploy(
+    frontier: Mapping[str, Sequence[PolicyPoint]], slo_unserved: float, validation_hours: float
+) -> dict[str, Deployed]:
+    """Each policy's setting tuned on the tuning window, scored on validation.
+
+    Every point of ``frontier`` must carry its metrics per window (``PolicyPoint.windows``).
+    """
+    out = {}
+    for name, points in frontier.items():
+        meeting = [p for p in points if p.windows[TUNING].unserved_fraction <= slo_unserved]
+        if meeting:
+            chosen = min(meeting, key=lambda p: p.windows[TUNING].cost)
+        else:
+            chosen = min(
+                points,
+                key=lambda p: (p.windows[TUNING].unserved_fraction, p.windows[TUNING].cost),
+            )
+        validation = chosen.windows[VALIDATION]
+        out[name] = Deployed(
+            policy=name,
+            params=dict(chosen.params),
+            tuning=chosen.windows[TUNING],
+            validation=validation,
+            tuned_meets_slo=bool(meeting),
+            meets_slo=validation.unserved_fraction <= slo_unserved,
+            settings_tried=len(points),
+            validation_hours=validation_hours,
+        )
+    return out
+
+
+def deployed_savings(deployed: Mapping[str, Deployed]) -> dict[str, float | None]:
+    """``vs_X = 1 - hybrid / X`` on validation cost, only where both meet the SLO there;
+    ``oracle_gap = hybrid / oracle - 1``. ``None`` where a side misses the SLO or is absent.
+
+    Examples
+    --------
+    >>> from forecaster.backtest.metrics import Metrics
+    >>> m = lambda cost, lost: Metrics(cost / 4, cost, lost, 0.0, 0, 0, 1.0)
+    >>> run = lambda name, cost, ok: Deployed(name, {}, m(cost, 0.0), m(cost, 0.0), ok, ok, 1, 1.0)
+    >>> deployed_savings({"hybrid": run("hybrid", 75.0, True),
+    ...                   "reactive": run("reactive", 100.0, True),
+    ...                   "static": run("static", 90.0, False),
+    ...                   "oracle": run("oracle", 60.0, True)})
+    {'vs_reactive': 0.25, 'vs_static': None, 'vs_seasonal_naive': None, 'oracle_gap': 0.25}
+    """
+    ours = deployed.get(RECOMMENDED)
+    met = ours is not None and ours.meets_slo
+
+    def cost(name: str) -> float | None:
+        other = deployed.get(name)
+        return other.validation.cost if other is not None and other.meets_slo else None
+
+    result: dict[str, float | None] = {}
+    for key, name in BASELINES.items():
+        theirs = cost(name)
+        result[key] = 1.0 - ours.validation.cost / theirs if met and theirs and ours else None
+    oracle = cost("oracle")
+    result["oracle_gap"] = ours.validation.cost / oracle - 1.0 if met and oracle and ours else None
+    return result
