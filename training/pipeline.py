@@ -374,18 +374,24 @@ def build_model(
 ) -> BaseForecaster:
     """A new, unfitted model as configured, with horizons and quantiles covering every
     workload's policy (``policies``, default ``config.policies``)."""
-    model = make_model(
+    return make_model(
         config.model.name,
         horizons=config.horizons(step, policies),
         quantiles=config.quantiles(policies),
-        **config.model.params,
+        **model_params(config),
     )
-    params = model.get_params()
-    if "features" in params:
-        model.set_params(features=config.model.feature_config)
-    if "random_state" in params and "random_state" not in config.model.params:
-        model.set_params(random_state=config.evaluation.seed)
-    return model
+
+
+def model_params(config: TrainConfig) -> dict[str, Any]:
+    """The configured model's parameters besides horizons and quantiles: its params, its
+    features when it takes them, and the evaluation seed unless a random state is set."""
+    accepted = make_model(config.model.name).get_params()
+    params = dict(config.model.params)
+    if "features" in accepted:
+        params["features"] = config.model.feature_config
+    if "random_state" in accepted and "random_state" not in params:
+        params["random_state"] = config.evaluation.seed
+    return params
 
 
 def _fit(

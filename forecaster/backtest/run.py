@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -43,8 +44,9 @@ class BacktestSettings:
         Registered policy names.
     train_window, retrain_every
         Walk-forward windows in seconds.
-    model
-        Registered forecast model feeding ``predictive`` and ``hybrid``.
+    model, model_params
+        Registered forecast model feeding ``predictive`` and ``hybrid``, and its parameters
+        (horizons and quantiles aside): pass the trained model's to backtest what is served.
     hold
         Seconds past the lead the forecast window extends.
     sim_step, seed
@@ -67,6 +69,7 @@ class BacktestSettings:
     train_window: int = 14 * DAY
     retrain_every: int = DAY
     model: str = "lightgbm"
+    model_params: Mapping[str, Any] = field(default_factory=dict)
     hold: float = 0.0
     sim_step: float = 15.0
     seed: int = 0
@@ -158,7 +161,7 @@ def backtest(
         forecast = walk_forward_forecast(
             values,
             times,
-            lambda h, q: _seeded_model(settings.model, h, q, settings.seed),
+            lambda h, q: _seeded_model(settings.model, h, q, settings.seed, settings.model_params),
             splitter,
             range(first, last + 1),
             QUANTILE_GRID,
@@ -258,10 +261,15 @@ def score_forecast(
 
 
 def _seeded_model(
-    name: str, horizons: tuple[int, ...], quantiles: tuple[float, ...], seed: int
+    name: str,
+    horizons: tuple[int, ...],
+    quantiles: tuple[float, ...],
+    seed: int,
+    params: Mapping[str, Any],
 ) -> BaseForecaster:
-    model = make_model(name, horizons=horizons, quantiles=quantiles)
-    if "random_state" in model.get_params():  # the baselines draw nothing
+    model = make_model(name, horizons=horizons, quantiles=quantiles, **params)
+    # the baselines draw nothing; an explicit random_state in ``params`` wins
+    if "random_state" in model.get_params() and "random_state" not in params:
         model.set_params(random_state=seed)
     return model
 

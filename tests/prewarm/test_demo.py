@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import struct
 from pathlib import Path
 
@@ -35,25 +36,44 @@ def test_summary_names_savings_and_next_commands(demo_run):
     summary = json.loads((report / "summary.json").read_text())
     for name, numbers in summary["workloads"].items():
         (line,) = [line for line in output.splitlines() if line.startswith(f"{name}: ")]
-        if numbers["cost_at_slo"]["hybrid"] is None:
-            assert "no setting of hybrid meets the 0.1% SLO" in line
-            for policy, unserved in numbers["unserved_fraction"].items():
+        deployed = numbers["deployed"]
+        if not deployed["hybrid"]["meets_slo"]:
+            assert "the served hybrid misses the 0.1% SLO out of sample" in line
+            for policy, row in deployed.items():
                 if policy != "oracle":
-                    assert f"{policy} {unserved:.2%}" in line
+                    assert f"{policy} {row['unserved_fraction']:.2%}" in line
             continue
-        assert "hybrid meets the 0.1% SLO" in line
+        assert "meets the 0.1% SLO out of sample" in line
+        assert f"at cost {deployed['hybrid']['cost']:,.0f}" in line
         for policy in ("reactive", "static"):
-            saving = numbers["savings_at_slo"][f"vs_{policy}"]
+            saving = numbers["savings"][f"vs_{policy}"]
             if saving is None:
-                unserved = numbers["unserved_fraction"][policy]
-                assert f"{policy} cannot meet it (its best leaves {unserved:.2%})" in line
+                unserved = deployed[policy]["unserved_fraction"]
+                assert f"{policy} misses it ({unserved:.2%} unserved)" in line
+            elif saving >= 0:
+                assert f"saves {saving:.1%} vs {policy}" in line
             else:
-                assert f"saves {saving:.0%} vs {policy}" in line
+                assert f"costs {-saving:.1%} more than {policy}" in line
     for text in (output, (report / "README.md").read_text()):
         assert "n/a" not in text and "None" not in text
     assert f"ui --backend-store-uri {uri}" in output
     assert f"serve --config examples/demo.yaml --tracking-uri {uri}" in output
     assert "labelSelector=workload%3D" in output
+
+
+def test_the_summary_is_the_deployed_out_of_sample_numbers(demo_run):
+    report, _, _ = demo_run
+    summary = json.loads((report / "summary.json").read_text())
+    for name, numbers in summary["workloads"].items():
+        document = json.loads((report / name / "backtest.json").read_text())
+        deployed = document["deployed"]
+        assert numbers["savings"] == deployed["savings"]
+        assert deployed["tuning"]["end"] == deployed["validation"]["start"]
+        hybrid = deployed["policies"]["hybrid"]
+        assert numbers["served_settings"] == hybrid["settings"]
+        if hybrid["meets_slo"] and deployed["policies"]["reactive"]["meets_slo"]:
+            reactive = deployed["policies"]["reactive"]["cost"]
+            assert numbers["savings"]["vs_reactive"] == 1 - hybrid["cost"] / reactive
 
 
 def test_next_commands_name_programs_that_run_from_a_fresh_shell(demo_run):
@@ -98,7 +118,7 @@ def test_report_files_and_consistent_numbers(demo_run):
         assert oracle["meets_slo"] and oracle["unserved_fraction"] == 0.0
         for policy, numbers in document["policies"].items():
             assert numbers["replica_hours"] > 0 and numbers["cost"] > 0, policy
-        assert document["savings_at_slo"] == summary["workloads"][name]["savings_at_slo"]
+        assert document["savings_at_slo"] == summary["workloads"][name]["in_sample_savings_at_slo"]
 
 
 def test_plots_are_images_of_the_expected_size(demo_run):
@@ -121,7 +141,8 @@ def test_serve_on_the_demo_config_answers_the_external_metric(demo_run):
     from prewarm.demo import DEMO_CONFIG
     from tests.integration.prometheus import free_port
 
-    _, uri, _ = demo_run
+    report, uri, _ = demo_run
+    summary = json.loads((report / "summary.json").read_text())
     port, grpc_port = free_port(), free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "prewarm", "serve", "--config", str(DEMO_CONFIG),
@@ -147,7 +168,16 @@ def test_serve_on_the_demo_config_answers_the_external_metric(demo_run):
         assert body["kind"] == "ExternalMetricValueList"
         (item,) = body["items"]
         assert item["metricLabels"] == {"workload": "viral-launch"}
-        assert 1 <= int(item["value"]) <= 60  # within the workload's min and max replicas
+        # The served answer is planned with the tuned, backtested configuration.
+        forecast = httpx.get(
+            f"http://127.0.0.1:{port}/v1/workloads/viral-launch/forecast", timeout=5
+        ).json()
+        served = summary["workloads"]["viral-launch"]["served_settings"]
+        assert forecast["quantile"] == served["quantile"]
+        capacity = 0.2  # examples/demo.yaml: viral-launch's capacity_per_replica
+        assert forecast["demandTarget"] == pytest.approx(capacity * served["forecast_utilization"])
+        expected = math.ceil(forecast["forecastDemand"] / forecast["demandTarget"] - 1e-9)
+        assert int(item["value"]) == forecast["desiredReplicas"] == min(max(expected, 1), 60)
     finally:
         server.terminate()
         server.wait(timeout=30)
