@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from prewarm.options import Duration, progress_bar, split_names, user_errors
+from prewarm.options import Duration, console, progress_bar, split_names, user_errors
 from prewarm.spans import duration_text, scored_span
 
 DEFAULT_POLICIES = "static,reactive,seasonal-naive,predictive,hybrid,oracle"
@@ -25,7 +25,16 @@ DEFAULT_MIN_EVAL = 3 * 86400
         "  2  a malformed flag"
     )
 )
-@click.argument("data", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("data", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Instead of DATA: replay the workloads of this training config (its source, "
+    "model and policies) and score the policy it registers, and the champion's.",
+)
+@click.option("--workload", help="With --config: only this workload.")
+@click.option("--tracking-uri", help="With --config: the MLflow store (default: the config's).")
 @click.option("--value-col", help="Column holding the demand (default: detected).")
 @click.option("--step", "step", type=Duration(allow_auto=True), default="auto", show_default=True)
 @click.option("--cold-start", type=Duration(), default="5m", show_default=True)
@@ -63,7 +72,10 @@ DEFAULT_MIN_EVAL = 3 * 86400
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path))
 def backtest(
-    data: Path,
+    data: Path | None,
+    config_path: Path | None,
+    workload: str | None,
+    tracking_uri: str | None,
     value_col: str | None,
     step: int | None,
     cold_start: int,
@@ -89,8 +101,21 @@ def backtest(
     skipped (policies that need more history than the data has, with the reason) and notes.
     Every report states the scored span (evaluation: start, end, hours) and what of it is
     not scored (evaluation.excluded: the cells, seconds and intervals of gaps in the data
-    longer than 3 cells, which the simulation runs through).
+    longer than 3 cells, which the simulation runs through), and deployed: each policy at the
+    setting tuned on the first half of the scored span, scored on the second half, with the
+    savings computed from it.
+
+    With --config instead of DATA, each workload of a training config is backtested with its
+    model and policy; the deployed section then also gives, under "registered", hybrid at
+    the champion's registered setting on the same validation window.
     """
+    if (data is None) == (config_path is None):
+        raise click.UsageError("give DATA or --config, not both and not neither")
+    if config_path is not None:
+        with user_errors():
+            _backtest_config(config_path, workload, tracking_uri, json_path, report_dir)
+        return
+    assert data is not None
     with user_errors():
         import numpy as np
         import pandas as pd
@@ -161,6 +186,65 @@ def backtest(
             json_path.write_text(json.dumps(document, indent=2))
         if report_dir is not None:
             backtest_report.write_report(result, document, report_dir, seed)
+
+
+def _backtest_config(
+    config_path: Path,
+    workload: str | None,
+    tracking_uri: str | None,
+    json_path: Path | None,
+    report_dir: Path | None,
+) -> None:
+    """``--config``: every workload (or one) of a training config, tuned and registered."""
+    from forecaster.exceptions import ConfigError
+    from prewarm import backtest_report
+    from prewarm.config_backtest import backtest_workloads
+    from prewarm.manifests import registered_policies
+    from training.config import load_config
+    from training.pipeline import pull_history
+    from training.settings import resolve_tracking_uri
+    from training.sources import make_source
+
+    config = load_config(config_path)
+    if workload is not None:
+        names = [w.name for w in config.workloads]
+        if workload not in names:
+            raise ConfigError(f"--workload {workload!r} is not in the config; workloads: {names}")
+        config = config.model_copy(
+            update={"workloads": [w for w in config.workloads if w.name == workload]}
+        )
+    uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
+    champion = registered_policies(config, uri)
+    source = make_source(config.source.type, config.source)
+    try:
+        history = pull_history(config, source)
+    finally:
+        source.close()
+    with progress_bar() as bar:
+        task = bar.add_task("backtest", total=None)
+
+        def progress(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=stage, completed=done, total=total)
+
+        documents = backtest_workloads(
+            config,
+            config_path,
+            history,
+            report_dir,
+            registered=None if champion is None else champion.by_workload,
+            version=None if champion is None else champion.origin,
+            progress=progress,
+        )
+    out = console()
+    for name, document in documents.items():
+        out.print(f"[bold]{name}[/bold]")
+        backtest_report.print_table(document)
+        registered = document["deployed"].get("registered")
+        if registered is not None:
+            out.print(backtest_report.registered_line(registered), soft_wrap=True, markup=False)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(documents, indent=2))
 
 
 def fit_train_window(

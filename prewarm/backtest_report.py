@@ -9,6 +9,7 @@ from typing import Any
 
 from forecaster.backtest.frontier import BASELINES, RECOMMENDED, run_policy
 from forecaster.backtest.run import BacktestResult
+from forecaster.backtest.tuning import Deployed
 from prewarm import tables
 from prewarm.options import console
 from prewarm.spans import duration_text, span_text
@@ -98,28 +99,32 @@ def _deployed(result: BacktestResult, end: Any) -> dict[str, Any]:
     tuning = {"start": result.times[result.observation.start].isoformat()}
     tuning["end"] = validation_start = result.validation_start.isoformat()
     validation = {"start": validation_start, "end": end.isoformat()}
-    policies = {}
-    for name, chosen in result.deployed.items():
-        policies[name] = {
-            "settings": dict(chosen.params),
-            "tuning": tuning,
-            "validation": validation,
-            "tuned_meets_slo": chosen.tuned_meets_slo,
-            "tuning_cost": chosen.tuning.cost,
-            "tuning_unserved_fraction": chosen.tuning.unserved_fraction,
-            "cost": chosen.validation.cost,
-            "replica_hours": chosen.validation.replica_hours,
-            "unserved_fraction": chosen.validation.unserved_fraction,
-            "meets_slo": chosen.meets_slo,
-            "cold_starts_per_hour": chosen.cold_starts_per_hour,
-            "scale_events_per_hour": chosen.scale_events_per_hour,
-            "settings_tried": chosen.settings_tried,
-        }
+    policies = {
+        name: {"tuning": tuning, "validation": validation, **deployed_row(chosen)}
+        for name, chosen in result.deployed.items()
+    }
     return {
         "tuning": tuning,
         "validation": validation,
         "policies": policies,
         "savings": result.deployed_savings,
+    }
+
+
+def deployed_row(chosen: Deployed) -> dict[str, Any]:
+    """One policy's chosen setting and what it did on each window, for the JSON."""
+    return {
+        "settings": dict(chosen.params),
+        "tuned_meets_slo": chosen.tuned_meets_slo,
+        "tuning_cost": chosen.tuning.cost,
+        "tuning_unserved_fraction": chosen.tuning.unserved_fraction,
+        "cost": chosen.validation.cost,
+        "replica_hours": chosen.validation.replica_hours,
+        "unserved_fraction": chosen.validation.unserved_fraction,
+        "meets_slo": chosen.meets_slo,
+        "cold_starts_per_hour": chosen.cold_starts_per_hour,
+        "scale_events_per_hour": chosen.scale_events_per_hour,
+        "settings_tried": chosen.settings_tried,
     }
 
 
@@ -247,6 +252,19 @@ def savings_line(document: dict[str, Any]) -> str:
     parts = [against(key, name) for key, name in BASELINES.items()]
     parts.append(against("oracle_gap", "oracle").replace(" vs oracle", " above the oracle"))
     return f"{RECOMMENDED} savings, deployed and out of sample: " + "; ".join(parts)
+
+
+def registered_line(registered: dict[str, Any]) -> str:
+    """Hybrid at the registered (served) setting on the validation window, in one line."""
+    settings = _knob_text(registered["settings"])
+    verdict = "meets" if registered["meets_slo"] else "misses"
+    saving = registered["savings"]["vs_reactive"]
+    versus = "" if saving is None else f"; {saving:+.1%} vs the tuned reactive HPA"
+    return (
+        f"served now ({registered['version']}): hybrid [{settings}] costs "
+        f"{registered['cost']:,.1f} on validation, {registered['unserved_fraction']:.2e} "
+        f"unserved, {verdict} the SLO{versus}"
+    )
 
 
 def write_report(

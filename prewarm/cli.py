@@ -6,6 +6,8 @@ uvicorn) only when it runs, so ``prewarm --help`` stays instant.
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from prewarm import __version__
@@ -39,6 +41,9 @@ class _LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="prewarm")
 def cli() -> None:
     """Predictive autoscaling for GPU inference."""
+    # MLflow draws a progress bar for every artifact it downloads (a model, policies.json):
+    # noise between prewarm's own lines. A user who wants it sets the variable.
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 def main() -> None:

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_CONFIG = ROOT / "examples" / "demo.yaml"
-DAY = 86400
 # What the summary keeps of each policy's deployed numbers.
 SUMMARY_KEYS = (
     "settings",
@@ -59,6 +58,7 @@ def run_demo(
     served. ``clock`` is the replay's current time (default: the wall clock); the replay
     moves the traces by whole weeks only, so any clock gives the same summary.
     """
+    from prewarm.config_backtest import backtest_workloads
     from training.config import load_config
     from training.pipeline import pull_history, run_training
     from training.settings import resolve_tracking_uri
@@ -70,7 +70,8 @@ def run_demo(
     source = make_source(config.source.type, config.source, clock=clock)
     try:
         history = pull_history(config, source)
-        documents = _backtest_all(config, config_path, history, out, progress)
+        out.mkdir(parents=True, exist_ok=True)
+        documents = backtest_workloads(config, config_path, history, out, progress=progress)
         served = {
             name: policy.tuned(**documents[name]["deployed"]["policies"]["hybrid"]["settings"])
             for name, policy in config.policies.items()
@@ -97,46 +98,6 @@ def run_demo(
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "README.md").write_text(_markdown(summary))
     return summary
-
-
-def _backtest_all(
-    config: Any, config_path: Path, history: Any, out: Path, progress: Any
-) -> dict[str, dict[str, Any]]:
-    """Backtest each workload with the configured model; write its report; the documents."""
-    import pandas as pd
-
-    from forecaster.backtest.run import BacktestSettings, backtest
-    from prewarm import backtest_report
-    from training.pipeline import model_params
-
-    out.mkdir(parents=True, exist_ok=True)
-    documents = {}
-    for done, (name, policy) in enumerate(config.policies.items()):
-        part = history.frame[history.frame["series"] == name]
-        times = pd.DatetimeIndex(part["timestamp"])
-        settings = BacktestSettings(
-            spec=policy.spec,
-            train_window=config.evaluation.train_window,
-            retrain_every=7 * DAY,
-            model=config.model.name,
-            model_params=model_params(config),
-            hold=policy.hold,
-            seed=config.evaluation.seed,
-        )
-        result = backtest(part["value"].to_numpy(), times, history.step, settings)
-        info = {
-            "path": str(config_path),
-            "workload": name,
-            "rows": len(part),
-            "step_seconds": history.step,
-            "start": times[0].isoformat(),
-            "end": times[-1].isoformat(),
-        }
-        documents[name] = backtest_report.to_json(result, info)
-        backtest_report.write_report(result, documents[name], out / name, settings.seed)
-        if progress is not None:
-            progress("backtest", done + 1, len(config.policies))
-    return documents
 
 
 def _workload_summary(document: dict[str, Any], served: dict[str, float]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from forecaster.backtest.tuning import (
     boundary_step,
     deploy,
     deployed_savings,
+    hours,
     split,
 )
 from forecaster.backtest.walkforward import WalkForward, walk_forward_forecast
@@ -191,8 +192,9 @@ def backtest(
     frontier, skipped = _sweep_runnable(obs, settings, windows, progress)
     headline = {n: headline_point(p, spec.slo_unserved_fraction) for n, p in frontier.items()}
     costs = {n: (p.metrics.cost if meets else None) for n, (p, meets) in headline.items()}
-    validation_hours = float(windows[VALIDATION].sum()) * obs.sim_step / 3600.0
-    deployed = deploy(frontier, spec.slo_unserved_fraction, validation_hours)
+    deployed = deploy(
+        frontier, spec.slo_unserved_fraction, hours(windows[VALIDATION], obs.sim_step)
+    )
     boundary = times[start] + pd.Timedelta(seconds=boundary_step(n_steps) * obs.sim_step)
     return BacktestResult(
         obs, times, frontier, headline, costs, savings(costs), scores, skipped, deployed,

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forecaster.backtest.frontier import BASELINES, RECOMMENDED, PolicyPoint
-from forecaster.backtest.metrics import Metrics
+from forecaster.backtest.frontier import BASELINES, RECOMMENDED, PolicyPoint, run_policy
+from forecaster.backtest.metrics import Metrics, compute_metrics
 from forecaster.exceptions import ConfigError
+from forecaster.policies import Observation
 
 TUNING_FRACTION = 0.5
 TUNING, VALIDATION = "tuning", "validation"
@@ -42,6 +43,11 @@ def split(
     boundary = boundary_step(n_steps, fraction)
     later = np.arange(n_steps) >= boundary
     return {TUNING: scored & ~later, VALIDATION: scored & later}
+
+
+def hours(mask: np.ndarray, sim_step: float) -> float:
+    """Hours covered by the steps ``mask`` selects."""
+    return float(mask.sum()) * sim_step / 3600.0
 
 
 def boundary_step(n_steps: int, fraction: float = TUNING_FRACTION) -> int:
@@ -151,3 +157,24 @@ def deployed_savings(deployed: Mapping[str, Deployed]) -> dict[str, float | None
     oracle = cost("oracle")
     result["oracle_gap"] = ours.validation.cost / oracle - 1.0 if met and oracle and ours else None
     return result
+
+
+def score_setting(obs: Observation, name: str, params: dict[str, float], seed: int) -> Deployed:
+    """Policy ``name`` at a given setting (a registered one), measured on both windows as
+    :func:`deploy` measures a tuned one; ``settings_tried`` is 0: nothing was chosen here."""
+    trajectory, _ = run_policy(obs, name, params, seed)
+    windows = split(len(obs.sim_rate), obs.scored)
+    tuning, validation = (
+        compute_metrics(trajectory, obs.spec, windows[w]) for w in (TUNING, VALIDATION)
+    )
+    slo = obs.spec.slo_unserved_fraction
+    return Deployed(
+        policy=name,
+        params=dict(params),
+        tuning=tuning,
+        validation=validation,
+        tuned_meets_slo=tuning.unserved_fraction <= slo,
+        meets_slo=validation.unserved_fraction <= slo,
+        settings_tried=0,
+        validation_hours=hours(windows[VALIDATION], obs.sim_step),
+    )

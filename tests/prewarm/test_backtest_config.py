@@ -1,0 +1,77 @@
+"""``prewarm backtest --config``: the workloads of a training config, tuned out of sample, and
+the champion's registered policy scored on the same validation window."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from prewarm.cli import cli
+from training.config import load_config
+from training.pipeline import run_training
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    document = {
+        "source": {"type": "file", "files": {"cpu": str(DATA / "google_cluster_cpu_5min.csv")},
+                   "lookback": "13d"},
+        "workloads": [{"name": "cpu", "capacity": {"capacity_per_replica": 0.03,
+                                                    "cold_start": "5m", "max_replicas": 40}}],
+        "model": {"params": {"n_estimators": 20}},
+        "evaluation": {"window": "1d", "train_window": "7d"},
+        "mlflow": {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+                   "registered_model": "cfg"},
+    }  # fmt: skip
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def backtest(config: Path, out: Path, *extra: str):
+    return CliRunner().invoke(
+        cli, ["backtest", "--config", str(config), "--json", str(out), *extra]
+    )
+
+
+def test_scores_what_it_would_register_then_what_is_registered(config: Path, tmp_path: Path):
+    first = backtest(config, tmp_path / "before.json")
+    assert first.exit_code == 0, first.output
+    deployed = json.loads((tmp_path / "before.json").read_text())["cpu"]["deployed"]
+    assert "registered" not in deployed
+    hybrid = deployed["policies"]["hybrid"]
+    for field in ("cost", "unserved_fraction", "meets_slo", "cold_starts_per_hour",
+                  "scale_events_per_hour", "settings"):  # fmt: skip
+        assert field in hybrid
+    assert deployed["tuning"]["end"] == deployed["validation"]["start"]
+    assert "served now" not in first.output
+
+    train = load_config(config)
+    tuned = {"cpu": train.policies["cpu"].tuned(**hybrid["settings"])}
+    run_training(train, policies=tuned)
+
+    second = backtest(config, tmp_path / "after.json")
+    assert second.exit_code == 0, second.output
+    registered = json.loads((tmp_path / "after.json").read_text())["cpu"]["deployed"]["registered"]
+    # The registered policy is the tuned one: on the same window it costs what was reported.
+    assert registered["settings"] == tuned["cpu"].settings()
+    assert registered["cost"] == pytest.approx(hybrid["cost"])
+    assert registered["unserved_fraction"] == pytest.approx(hybrid["unserved_fraction"])
+    assert "served now (policies.json of cfg v1 (champion))" in second.output
+
+
+def test_bad_invocations_name_what_to_change(config: Path, tmp_path: Path):
+    unknown = backtest(config, tmp_path / "x.json", "--workload", "gpu")
+    assert unknown.exit_code == 1
+    assert "--workload 'gpu' is not in the config; workloads: ['cpu']" in unknown.output
+    both = CliRunner().invoke(cli, ["backtest", str(DATA / "nyc_taxi_passengers_30min.csv"),
+                                    "--config", str(config)])  # fmt: skip
+    assert both.exit_code == 2 and "give DATA or --config" in both.output
