@@ -275,9 +275,10 @@ def write_report(
 
     directory.mkdir(parents=True, exist_ok=True)
     obs = result.observation
+    # Each policy at its deployed setting (tuned out of sample): the runs the savings are of.
     runs = {
-        name: run_policy(obs, name, point.params, seed)[0]
-        for name, (point, _) in result.headline.items()
+        name: run_policy(obs, name, chosen.params, seed)[0]
+        for name, chosen in result.deployed.items()
     }
     capacity_figure(runs, obs.spec.capacity_per_replica).savefig(directory / CAPACITY_PNG, dpi=110)
     frontier_figure(result.frontier, obs.spec.slo_unserved_fraction).savefig(
