@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 from forecaster.backtest.run import BacktestSettings, backtest
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.frame import infer_step, regularize
 from forecaster.scenarios import SCENARIOS
+from forecaster.workload import WorkloadSpec
 from training.sources.file import read_series
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

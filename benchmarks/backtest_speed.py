@@ -17,8 +17,8 @@ import pandas as pd
 
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.backtest.simulator import simulate
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.scenarios import steady_diurnal
+from forecaster.workload import WorkloadSpec
 
 RESULT = Path(__file__).resolve().parent / "results" / "backtest_speed.md"
 

@@ -110,10 +110,9 @@ def names(n: int) -> list[str]:
 
 
 def build(n: int, cells: int = 240) -> tuple[Any, FrameSource, Any]:
-    from forecaster.backtest.workload import WorkloadSpec
     from forecaster.capacity import required_horizons
     from forecaster.models.baseline import LastValue
-    from forecaster.workload import WorkloadPolicy
+    from forecaster.workload import WorkloadPolicy, WorkloadSpec
     from serving.settings import RefreshConfig, WorkloadConfig
     from training.pyfunc import PrewarmModel
 

@@ -15,11 +15,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError, DataValidationError
 from forecaster.models.base import BaseForecaster, quantile_column
 from forecaster.policies.base import horizon_range
-from forecaster.workload import WorkloadPolicy
+from forecaster.workload import WorkloadPolicy, WorkloadSpec
 
 PLAN_COLUMNS = (
     "series",

@@ -1,7 +1,10 @@
-"""A workload's policy: everything that decides its replicas, in one serializable object.
+"""What is being scaled and how: a workload's capacity spec and its policy.
 
-:class:`WorkloadPolicy` joins the workload's capacity spec (capacity per replica, cold start,
-bounds, prices, SLO, ``tau``) with the settings of the two paths the HPA combines:
+:class:`WorkloadSpec` is a frozen, validated description of one workload (capacity, cold
+start, bounds, cost and service level) shared by the policies, the simulator, the metrics and
+the live planner. Every error names the field and echoes the value.
+
+:class:`WorkloadPolicy` joins that spec with the settings of the two paths the HPA combines:
 
 - the **forecast path**, prewarm's published metric: the ``quantile`` forecast over the lead
   window ``[t + L, t + L + hold]`` (``L`` = cold start + ``decision_delay``) divided by
@@ -19,11 +22,222 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Literal
 
-from forecaster.backtest.workload import ColdStart, WorkloadSpec
+import numpy as np
+
 from forecaster.exceptions import ConfigError
+
+ColdStartKind = Literal["fixed", "uniform", "lognormal"]
+
+# Quantile per tier when neither an explicit quantile nor miss/idle costs are given:
+# tier 1 is latency critical, tier 3 is batch that tolerates queueing.
+TIER_QUANTILES: dict[int, float] = {1: 0.99, 2: 0.95, 3: 0.8}
+
+# z-score of the 95th percentile: a lognormal cold start is planned at its p95 so that a
+# forecast-driven policy asks early enough for most replicas, not just the median one.
+_Z95 = 1.6448536269514722
+
+
+def _positive(name: str, value: float) -> None:
+    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+        raise ConfigError(f"`{name}` must be a positive finite number, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    """Seconds from asking for a replica to it serving, fixed or drawn per replica.
+
+    Parameters
+    ----------
+    kind
+        ``"fixed"`` (``seconds``), ``"uniform"`` (between ``low`` and ``high``) or
+        ``"lognormal"`` (median ``seconds``, log-space standard deviation ``sigma``).
+    seconds, low, high, sigma
+        Parameters of the chosen kind.
+
+    Examples
+    --------
+    >>> ColdStart.fixed(300).planning_seconds
+    300.0
+    >>> ColdStart.uniform(120, 300).planning_seconds
+    300.0
+    """
+
+    kind: ColdStartKind = "fixed"
+    seconds: float = 300.0
+    low: float = 0.0
+    high: float = 0.0
+    sigma: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind == "fixed":
+            if not (math.isfinite(self.seconds) and self.seconds >= 0):
+                raise ConfigError(
+                    f"`cold_start.seconds` must be a finite number >= 0, got {self.seconds!r}"
+                )
+        elif self.kind == "uniform":
+            if not (0 <= self.low <= self.high and math.isfinite(self.high)):
+                raise ConfigError(
+                    "`cold_start` uniform range must satisfy 0 <= low <= high, "
+                    f"got low={self.low!r}, high={self.high!r}"
+                )
+        elif self.kind == "lognormal":
+            _positive("cold_start.seconds", self.seconds)
+            _positive("cold_start.sigma", self.sigma)
+        else:
+            raise ConfigError(
+                f"`cold_start.kind` must be one of fixed, uniform, lognormal, got {self.kind!r}"
+            )
+
+    @classmethod
+    def fixed(cls, seconds: float) -> ColdStart:
+        """Every replica takes exactly ``seconds``."""
+        return cls(kind="fixed", seconds=float(seconds))
+
+    @classmethod
+    def uniform(cls, low: float, high: float) -> ColdStart:
+        """Each replica draws its cold start uniformly in ``[low, high]``."""
+        return cls(kind="uniform", low=float(low), high=float(high))
+
+    @classmethod
+    def lognormal(cls, median: float, sigma: float) -> ColdStart:
+        """Each replica draws ``median * exp(sigma * N(0, 1))``."""
+        return cls(kind="lognormal", seconds=float(median), sigma=float(sigma))
+
+    @property
+    def planning_seconds(self) -> float:
+        """Lead time a forecast must cover: the value, the range's top, or the p95."""
+        if self.kind == "fixed":
+            return float(self.seconds)
+        if self.kind == "uniform":
+            return float(self.high)
+        return float(self.seconds * math.exp(self.sigma * _Z95))
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Draw ``n`` cold starts in seconds; a fixed cold start consumes no randomness."""
+        if self.kind == "fixed":
+            return np.full(n, float(self.seconds))
+        if self.kind == "uniform":
+            return rng.uniform(self.low, self.high, size=n)
+        return self.seconds * np.exp(self.sigma * rng.standard_normal(n))
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """Capacity, cost and service level of one inference workload.
+
+    Parameters
+    ----------
+    capacity_per_replica
+        Demand (units per second) one warm replica serves within the latency SLO.
+    cold_start
+        A :class:`ColdStart`, or a number of seconds for a fixed one.
+    target_utilization
+        Fraction of a replica's capacity the reactive and predictive sizing aim for.
+    min_replicas, max_replicas
+        Bounds on the replica count (the HPA's ``minReplicas`` / ``maxReplicas``).
+    replica_hour_cost
+        Price of one replica for one hour, warm-up included.
+    slo_latency_seconds
+        Work that would wait longer than this in the queue is unserved.
+    slo_unserved_fraction
+        Largest acceptable fraction of unserved work over the evaluation.
+    tier
+        1 (latency critical), 2 (default) or 3 (batch); picks the quantile when neither
+        ``quantile`` nor the two costs are given.
+    quantile
+        Explicit forecast quantile ``tau`` in (0, 1).
+    miss_cost, idle_cost
+        Cost of a unit of unserved demand ``p`` and of the capacity that would have served
+        it ``g``; together they give ``tau = p / (p + g)`` (the newsvendor quantile).
+
+    Examples
+    --------
+    >>> WorkloadSpec(capacity_per_replica=10.0, miss_cost=9.0, idle_cost=1.0).tau
+    0.9
+    """
+
+    capacity_per_replica: float
+    cold_start: ColdStart | float = field(default_factory=ColdStart)
+    target_utilization: float = 0.8
+    min_replicas: int = 1
+    max_replicas: int = 100
+    replica_hour_cost: float = 4.0
+    slo_latency_seconds: float = 30.0
+    slo_unserved_fraction: float = 0.001
+    tier: int = 2
+    quantile: float | None = None
+    miss_cost: float | None = None
+    idle_cost: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cold_start, ColdStart):
+            _check_number("cold_start", self.cold_start)
+            object.__setattr__(self, "cold_start", ColdStart.fixed(float(self.cold_start)))
+        _positive("capacity_per_replica", self.capacity_per_replica)
+        _positive("replica_hour_cost", self.replica_hour_cost)
+        _positive("slo_latency_seconds", self.slo_latency_seconds)
+        _unit_interval("target_utilization", self.target_utilization, closed_right=True)
+        _unit_interval("slo_unserved_fraction", self.slo_unserved_fraction, closed_right=False)
+        if not (isinstance(self.min_replicas, int) and self.min_replicas >= 0):
+            raise ConfigError(f"`min_replicas` must be an integer >= 0, got {self.min_replicas!r}")
+        if not (
+            isinstance(self.max_replicas, int) and self.max_replicas >= max(1, self.min_replicas)
+        ):
+            raise ConfigError(
+                "`max_replicas` must be an integer >= max(1, min_replicas), "
+                f"got {self.max_replicas!r} (min_replicas={self.min_replicas})"
+            )
+        if self.tier not in TIER_QUANTILES:
+            raise ConfigError(f"`tier` must be one of {sorted(TIER_QUANTILES)}, got {self.tier!r}")
+        self._check_quantile_source()
+
+    def _check_quantile_source(self) -> None:
+        costs = (self.miss_cost, self.idle_cost)
+        if self.quantile is not None:
+            if any(c is not None for c in costs):
+                raise ConfigError(
+                    "give either `quantile` or `miss_cost` and `idle_cost`, not both, "
+                    f"got quantile={self.quantile!r}, miss_cost={self.miss_cost!r}, "
+                    f"idle_cost={self.idle_cost!r}"
+                )
+            _unit_interval("quantile", self.quantile, closed_right=False)
+        elif any(c is not None for c in costs):
+            for name, value in (("miss_cost", self.miss_cost), ("idle_cost", self.idle_cost)):
+                if value is None:
+                    raise ConfigError(f"`{name}` is required with the other cost, got None")
+                _positive(name, value)
+
+    @property
+    def cold_start_model(self) -> ColdStart:
+        """The cold start as a :class:`ColdStart` (``__post_init__`` normalizes numbers)."""
+        assert isinstance(self.cold_start, ColdStart)
+        return self.cold_start
+
+    @property
+    def tau(self) -> float:
+        """Forecast quantile: explicit, from the miss/idle costs, or from the tier."""
+        if self.quantile is not None:
+            return float(self.quantile)
+        if self.miss_cost is not None and self.idle_cost is not None:
+            return self.miss_cost / (self.miss_cost + self.idle_cost)
+        return TIER_QUANTILES[self.tier]
+
+
+def _check_number(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"`{name}` must be a number of seconds or a ColdStart, got {value!r}")
+
+
+def _unit_interval(name: str, value: float, *, closed_right: bool) -> None:
+    if not (isinstance(value, int | float) and math.isfinite(value)):
+        raise ConfigError(f"`{name}` must be a finite number in (0, 1), got {value!r}")
+    if not (value > 0 and (value <= 1 if closed_right else value < 1)):
+        right = "]" if closed_right else ")"
+        raise ConfigError(f"`{name}` must be in (0, 1{right}, got {value!r}")
+
 
 # The settings the backtest tunes, in report order.
 TUNED = ("quantile", "forecast_utilization", "target_utilization", "tolerance")

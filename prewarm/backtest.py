@@ -122,10 +122,10 @@ def backtest(
 
         from forecaster.backtest.run import BacktestSettings
         from forecaster.backtest.run import backtest as run_backtest
-        from forecaster.backtest.workload import WorkloadSpec
         from forecaster.exceptions import ConfigError, NotEnoughHistoryError
         from forecaster.frame import infer_step, regularize
         from forecaster.models import make_model
+        from forecaster.workload import WorkloadSpec
         from prewarm import backtest_report
         from training.sources.file import read_series
 

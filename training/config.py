@@ -26,7 +26,7 @@ Reference (every field; durations accept ``30s``, ``5m``, ``2h``, ``14d`` or sec
 ``workloads`` (list, at least one): ``name`` (DNS-label style, unique); ``demand`` (PromQL
 returning one series for ``prometheus``; the series name in ``path`` for file sources,
 default the workload's name); ``covariates`` (``{column: promql}``, prometheus only);
-``capacity`` (maps onto :class:`forecaster.backtest.workload.WorkloadSpec`:
+``capacity`` (maps onto :class:`forecaster.workload.WorkloadSpec`:
 ``capacity_per_replica`` (required), ``cold_start`` (duration or ``{kind, seconds, low,
 high, sigma}``), ``target_utilization``, ``min_replicas``, ``max_replicas``,
 ``replica_hour_cost``, ``slo_latency``, ``slo_unserved_fraction``, ``tier``, ``quantile`` or
@@ -86,14 +86,13 @@ from pydantic import (
     model_validator,
 )
 
-from forecaster.backtest.workload import ColdStart, WorkloadSpec
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError, PrewarmError
 from forecaster.features import FeatureConfig
 from forecaster.models import MODELS
 from forecaster.policies import POLICIES
 from forecaster.policies.predictive import QUANTILE_GRID
-from forecaster.workload import DEFAULT_TOLERANCE, TUNED, WorkloadPolicy
+from forecaster.workload import DEFAULT_TOLERANCE, TUNED, ColdStart, WorkloadPolicy, WorkloadSpec
 
 
 def _seconds(value: Any) -> Any:
@@ -206,7 +205,7 @@ SourceConfig = Annotated[
 
 
 class ColdStartConfig(_Strict):
-    """A cold start drawn per replica (see :class:`forecaster.backtest.workload.ColdStart`)."""
+    """A cold start drawn per replica (see :class:`forecaster.workload.ColdStart`)."""
 
     kind: Literal["fixed", "uniform", "lognormal"] = Field(
         default="fixed", description="Distribution."

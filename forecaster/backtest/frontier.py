@@ -59,7 +59,7 @@ def sweep(
     Examples
     --------
     >>> import numpy as np
-    >>> from forecaster.backtest.workload import WorkloadSpec
+    >>> from forecaster.workload import WorkloadSpec
     >>> obs = Observation(np.full(40, 20.0), 60.0, 20, WorkloadSpec(capacity_per_replica=10.0))
     >>> [p.params for p in sweep(obs, ["static"])["static"]][:2]
     [{'headroom': 0.8}, {'headroom': 0.9}]

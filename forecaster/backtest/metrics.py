@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from forecaster.backtest.simulator import Trajectory
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import DataValidationError
+from forecaster.workload import WorkloadSpec
 
 
 @dataclass(frozen=True)

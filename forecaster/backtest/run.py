@@ -20,7 +20,6 @@ from forecaster.backtest.tuning import (
     split,
 )
 from forecaster.backtest.walkforward import WalkForward, walk_forward_forecast
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError
 from forecaster.frame import DEFAULT_MAX_FILL, long_gaps
 from forecaster.metrics import coverage, mase, pinball_loss
@@ -28,6 +27,7 @@ from forecaster.models import BaseForecaster, make_model
 from forecaster.policies import FORECAST_POLICIES, Observation, QuantileForecast, policy_class
 from forecaster.policies.base import horizon_range
 from forecaster.policies.predictive import QUANTILE_GRID
+from forecaster.workload import WorkloadSpec
 
 Progress = Callable[[str, int, int], None]
 DAY = 86400

@@ -4,7 +4,7 @@ Model, per simulation step ``i`` of ``step_seconds`` (default 15 s):
 
 1. replicas whose cold start has elapsed become ready;
 2. the policy's desired count for step ``i`` is applied: new replicas are asked (each draws
-   its cold start from the workload's :class:`~forecaster.backtest.workload.ColdStart`,
+   its cold start from the workload's :class:`~forecaster.workload.ColdStart`,
    rounded up to whole steps), or replicas are removed, pending ones first (latest to become
    ready first, as a ReplicaSet deletes unscheduled pods first), then ready ones;
 3. the ready capacity, ``ready * capacity_per_replica`` per second, serves the queue oldest
@@ -41,8 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError, DataValidationError
+from forecaster.workload import WorkloadSpec
 
 DEFAULT_SIM_STEP = 15.0
 # Work below this is rounding noise (units x seconds), not a queue.

@@ -73,7 +73,7 @@ def hpa_spec(
 
     Examples
     --------
-    >>> from forecaster.backtest.workload import WorkloadSpec
+    >>> from forecaster.workload import WorkloadSpec
     >>> spec = hpa_spec(
     ...     WorkloadPolicy(WorkloadSpec(capacity_per_replica=4.0), target_utilization=1.0,
     ...                    forecast_utilization=1.0, tolerance=0.0),

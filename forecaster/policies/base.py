@@ -23,8 +23,8 @@ from typing import ClassVar, Protocol
 import numpy as np
 
 from forecaster.backtest.simulator import DEFAULT_SIM_STEP, resample_demand
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError
+from forecaster.workload import WorkloadSpec
 
 Grid = tuple[dict[str, float], ...]
 

@@ -7,11 +7,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.predictive import QUANTILE_GRID, PredictivePolicy
 from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
+from forecaster.workload import WorkloadSpec
 
 # Forecast-path utilizations tried at the top quantile only (margin beyond the forecast).
 TAIL_UTILIZATION = (0.8, 0.6)

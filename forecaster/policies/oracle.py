@@ -7,8 +7,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.policies.base import Grid, Observation
+from forecaster.workload import WorkloadSpec
 
 
 class OraclePolicy:

@@ -8,9 +8,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError, DataValidationError
 from forecaster.policies.base import Grid, Observation, horizon_range
+from forecaster.workload import WorkloadSpec
 
 # The quantiles the walk-forward forecasts carry, and so the ones a sweep can try. Fine in the
 # upper tail: between 0.9 and 0.99 one grid step changes the fleet by several replicas, and a

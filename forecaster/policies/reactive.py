@@ -9,10 +9,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior, HPAController
+from forecaster.workload import WorkloadSpec
 
 # Usage a forecast-driven path adds to the HPA: (value per sync tick, averageValue target).
 ExtraMetric = tuple[np.ndarray, float]

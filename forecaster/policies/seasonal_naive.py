@@ -11,11 +11,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation, horizon_range
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
+from forecaster.workload import WorkloadSpec
 
 HEADROOM_GRID = tuple(round(0.7 + 0.1 * i, 1) for i in range(10))  # 0.7 to 1.6
 WEEK = 7 * 86400.0

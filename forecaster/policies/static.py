@@ -6,8 +6,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.policies.base import Grid, Observation
+from forecaster.workload import WorkloadSpec
 
 # From 0.7 to 2 in steps of 0.025: every policy is tuned with about the same number of
 # settings (tests/policies/test_sweeps.py), each on its main knob finely.

@@ -7,10 +7,10 @@ import pytest
 
 from forecaster.backtest.frontier import PolicyPoint, cost_at_slo, headline_point, savings, sweep
 from forecaster.backtest.metrics import Metrics
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.policies import Observation
 from forecaster.policies.reactive import TOLERANCE_GRID, UTILIZATION_GRID
 from forecaster.policies.static import HEADROOM_GRID as STATIC_HEADROOM
+from forecaster.workload import WorkloadSpec
 
 
 def point(cost: float, unserved: float) -> PolicyPoint:

@@ -21,9 +21,9 @@ from forecaster.backtest.frontier import run_policy
 from forecaster.backtest.metrics import compute_metrics
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.backtest.simulator import simulate
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import DataValidationError
 from forecaster.policies import Observation
+from forecaster.workload import WorkloadSpec
 from prewarm import backtest_report
 
 SPEC = WorkloadSpec(

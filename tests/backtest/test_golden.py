@@ -18,8 +18,8 @@ import pytest
 
 from forecaster.backtest.metrics import compute_metrics
 from forecaster.backtest.simulator import simulate
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.policies import Observation, QuantileForecast, make_policy
+from forecaster.workload import WorkloadSpec
 
 DEMAND = np.array([10, 10, 30, 10, 10, 10, 30, 30, 10, 10], dtype=float)
 STEP_HOURS = 15 / 3600

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forecaster.backtest.simulator import simulate
-from forecaster.backtest.workload import WorkloadSpec
+from forecaster.workload import WorkloadSpec
 
 CAPACITY = 10.0
 TOLERANCE = 0.02 / 100  # 0.02 percentage points of unserved fraction

@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.capacity import (
     PLAN_COLUMNS,
     desired_replicas,
@@ -23,6 +22,7 @@ from forecaster.capacity import (
 from forecaster.exceptions import ConfigError, DataValidationError
 from forecaster.models.base import quantile_column
 from forecaster.models.baseline import LastValue
+from forecaster.workload import WorkloadSpec
 
 STEP = 60
 

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from forecaster.backtest.workload import ColdStart, WorkloadSpec
 from forecaster.exceptions import ConfigError
+from forecaster.workload import ColdStart, WorkloadSpec
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,8 @@ import json
 
 import pytest
 
-from forecaster.backtest.workload import ColdStart, WorkloadSpec
 from forecaster.exceptions import ConfigError
-from forecaster.workload import WorkloadPolicy
+from forecaster.workload import ColdStart, WorkloadPolicy, WorkloadSpec
 
 SPEC = WorkloadSpec(
     capacity_per_replica=0.05, cold_start=ColdStart.lognormal(240, 0.3), tier=1, max_replicas=30

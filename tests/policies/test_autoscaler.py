@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError
 from forecaster.policies import make_policy
 from forecaster.policies.autoscaler import (
@@ -22,7 +21,7 @@ from forecaster.policies.autoscaler import (
     reactive_policy,
 )
 from forecaster.policies.hpa import HPABehavior, ScalingPolicy, ScalingRules
-from forecaster.workload import WorkloadPolicy
+from forecaster.workload import WorkloadPolicy, WorkloadSpec
 
 SPEC = WorkloadSpec(capacity_per_replica=4.0, cold_start=240, min_replicas=2, max_replicas=30)
 FORECAST: dict[str, Any] = {"type": "External", "external": {"metric": {"name": "forecast"}}}

@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError, UnknownNameError
 from forecaster.policies import (
     POLICIES,
@@ -17,6 +16,7 @@ from forecaster.policies import (
     horizon_range,
     make_policy,
 )
+from forecaster.workload import WorkloadSpec
 
 DATA_STEP = 60.0
 QUANTILES = (0.5, 0.9)

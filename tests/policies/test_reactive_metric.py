@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.exceptions import ConfigError
 from forecaster.policies import Observation
 from forecaster.policies.reactive import ReactivePolicy
+from forecaster.workload import WorkloadSpec
 
 DATA_STEP = 60.0
 # A counter that has been counting for a while: extrapolation never reaches its zero.

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import forecaster.capacity
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.policies import Observation, make_policy
+from forecaster.workload import WorkloadSpec
 
 
 @settings(max_examples=50, deadline=None)

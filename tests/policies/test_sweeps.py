@@ -8,11 +8,11 @@ import itertools
 import numpy as np
 import pytest
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.policies import Observation, QuantileForecast, make_policy, policy_class
 from forecaster.policies.hybrid import TAIL_UTILIZATION
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID
+from forecaster.workload import WorkloadSpec
 
 SPEC = WorkloadSpec(capacity_per_replica=10.0, cold_start=60, target_utilization=1.0)
 

@@ -12,8 +12,7 @@ import yaml
 from click.testing import CliRunner
 from mlflow import MlflowClient
 
-from forecaster.backtest.workload import WorkloadSpec
-from forecaster.workload import WorkloadPolicy
+from forecaster.workload import WorkloadPolicy, WorkloadSpec
 from prewarm.cli import cli
 from prewarm.manifests import TOLERANCE_NOTE
 from training.config import load_config

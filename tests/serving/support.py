@@ -14,9 +14,8 @@ import numpy as np
 import pandas as pd
 import uvicorn
 
-from forecaster.backtest.workload import WorkloadSpec
 from forecaster.models.baseline import LastValue
-from forecaster.workload import WorkloadPolicy
+from forecaster.workload import WorkloadPolicy, WorkloadSpec
 from serving.models import ServedModel
 from serving.settings import RefreshConfig, WorkloadConfig
 from training.sources.prometheus import PrometheusHistory
