@@ -98,7 +98,9 @@ def plan_capacity(
     Returns
     -------
     pandas.DataFrame
-        One row per workload with :data:`PLAN_COLUMNS`.
+        One row per workload with :data:`PLAN_COLUMNS`, then ``peak_horizon_seconds`` (the
+        earliest horizon at which the planned quantile reaches its maximum) and one column
+        per model quantile (``q0.5``...): its largest forecast over the same lead window.
     """
     policies = {
         name: item
@@ -159,11 +161,18 @@ def plan_capacity(
     # The largest forecast of the series' own quantile over its window; NaN cells are skipped
     # as pandas' max skips them, and an all-NaN window stays NaN (refused below).
     demand = np.full(n, np.nan)
+    window_max = np.full((n, len(present)), np.nan)
+    peak = np.full(n, np.iinfo(np.int64).max)
     if present:
         values = forecast[present].to_numpy(dtype=float)
         rows = np.flatnonzero(inside)
         picked = values[rows, column_of[codes[rows]]]
         np.fmax.at(demand, codes[rows], picked)
+        # Every quantile's maximum over the same window, and the earliest horizon that set
+        # the planned one: what an explanation of the answer shows.
+        np.fmax.at(window_max, codes[rows], values[rows])
+        at_max = picked == demand[codes[rows]]
+        np.minimum.at(peak, codes[rows][at_max], horizon[rows][at_max])
     not_finite = ~np.isfinite(demand)
 
     # Refuse with the message of the first failing workload in name order, checked in the
@@ -203,6 +212,8 @@ def plan_capacity(
             "desired_replicas": replicas.astype(np.int64),
             "quantile": tau,
             "lead_time_seconds": lead,
+            "peak_horizon_seconds": (peak * step).astype(float),
+            **{column: window_max[:, j] for j, column in enumerate(present)},
         },
-        columns=list(PLAN_COLUMNS),
+        columns=[*PLAN_COLUMNS, "peak_horizon_seconds", *present],
     )

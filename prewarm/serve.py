@@ -54,6 +54,13 @@ def build_components(config_path: Path, tracking_uri: str | None) -> Any:
 )
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI of the registry.")
 @click.option("--log-level", default=None, help="Log level [default: INFO].")
+@click.option(
+    "--shadow",
+    is_flag=True,
+    default=None,
+    help="Shadow mode: plan and export on /metrics and /explain, answer every autoscaling API "
+    "with the hold error (or PREWARM_SHADOW=true).",
+)
 def serve(
     config_path: Path,
     host: str | None,
@@ -66,6 +73,7 @@ def serve(
     token_file: Path | None,
     tracking_uri: str | None,
     log_level: str | None,
+    shadow: bool | None,
 ) -> None:
     """Serve forecasts to the HPA (External Metrics API) and to KEDA (HTTP and gRPC)."""
     import uvicorn
@@ -85,6 +93,7 @@ def serve(
             "token_file": token_file,
             "tracking_uri": tracking_uri,
             "log_level": log_level,
+            "shadow": shadow,
         }
         try:
             settings = ServingSettings(**{k: v for k, v in flags.items() if v is not None})

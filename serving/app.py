@@ -155,6 +155,12 @@ def create_app(settings: ServingSettings, components: ServingComponents) -> Prew
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = Runtime.build(settings, components)
         app.state.runtime = runtime
+        if settings.shadow:
+            logger.warning(
+                "shadow mode: plans are exported on /metrics and /explain only; the External "
+                "Metrics API, KEDA metrics-api and gRPC scaler answer 503 / UNAVAILABLE, so "
+                "autoscalers hold"
+            )
         grpc_server: GrpcServer | None = None
         if settings.grpc_port is not None:
             grpc_server = GrpcServer(

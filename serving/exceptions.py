@@ -92,10 +92,22 @@ class ForecastUnavailableError(ServingError):
 
     Answering 503 instead of a low number makes the HPA hold its current replica count and
     lets KEDA's fallback apply.
+
+    Parameters
+    ----------
+    message : str
+        Why, naming the workload.
+    cause : str, default "no_forecast"
+        The kind of refusal (``stale``, ``drift``, ``no_model``, ``no_forecast``,
+        ``shadow``): the ``reason`` label of ``prewarm_unavailable_responses_total``.
     """
 
     http_status = 503
     grpc_code = "UNAVAILABLE"
+
+    def __init__(self, message: str, *, cause: str = "no_forecast") -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class StubGenerationError(ServingError, RuntimeError):

@@ -26,7 +26,8 @@ def readyz(snapshot: CurrentSnapshot, runtime: RuntimeDep) -> Response:
     """Ready when a model is loaded and at least one workload is fresh.
 
     The body lists the fresh workloads and, for each stale one, why; it is returned with
-    503 when not ready so that Kubernetes keeps the pod out of the Service.
+    503 when not ready so that Kubernetes keeps the pod out of the Service. ``mode`` is
+    ``shadow`` when no value is served (``prewarm serve --shadow``), else ``serving``.
     """
     now = datetime.now(UTC)
     fresh, stale = [], {}
@@ -40,6 +41,7 @@ def readyz(snapshot: CurrentSnapshot, runtime: RuntimeDep) -> Response:
     ready = model_loaded and bool(fresh)
     body = {
         "ready": ready,
+        "mode": "shadow" if snapshot.shadow else "serving",
         "model": {
             "name": snapshot.model_name or runtime.components.config.model_name,
             "version": snapshot.model_version,

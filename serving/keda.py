@@ -62,16 +62,18 @@ def workload_forecast(
 
 @router.get("/workloads")
 def list_workloads(snapshot: CurrentSnapshot, _: Authorized) -> Response:
-    """Every workload: its forecast fields (null when none) and status (fresh or stale, why)."""
+    """Every workload: its forecast fields (null when none, and in shadow mode, where no value
+    is answered) and status (fresh or stale, and why a value would be refused)."""
     now = datetime.now(UTC)
     items = []
     for name in snapshot.workloads:
         status = snapshot.status(name, now)
-        forecast = snapshot.states[name].forecast
+        refused = snapshot.refusal(name, now)
+        forecast = None if snapshot.shadow else snapshot.states[name].forecast
         item: dict[str, Any] = {
             "workload": name,
             "status": "fresh" if status.fresh else "stale",
-            "reason": status.reason or None,
+            "reason": refused[1] if refused else None,
         }
         if forecast is not None:
             item.update(forecast_document(forecast, status))

@@ -14,10 +14,12 @@ import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from forecaster.metrics import pinball_loss
 from serving.snapshot import Snapshot
 from training.logs import JsonFormatter
 
@@ -55,6 +57,17 @@ class _SnapshotCollector(Collector):
             "1 when the workload's forecast is served, 0 when it answers 503 (stale)",
             labels=["workload"],
         )
+        band = GaugeMetricFamily(
+            "prewarm_forecast_quantile",
+            "Largest forecast of each quantile over the lead window (units per second), per "
+            "workload: the forecast band around prewarm_forecast_demand",
+            labels=["workload", "quantile"],
+        )
+        lead = GaugeMetricFamily(
+            "prewarm_lead_time_seconds",
+            "How far ahead the plan looks (cold start plus decision delay), per workload",
+            labels=["workload"],
+        )
         drift = GaugeMetricFamily(
             "prewarm_policy_drift",
             "1 when the workload's config differs from the policy registered with the served "
@@ -68,10 +81,20 @@ class _SnapshotCollector(Collector):
             drift.add_metric([name], 0.0 if state.drift is None else 1.0)
             if status.data_age_seconds is not None:
                 age.add_metric([name], status.data_age_seconds)
-            if state.forecast is not None:
-                demand.add_metric([name], state.forecast.forecast_demand)
-                replicas.add_metric([name], float(state.forecast.desired_replicas))
-        yield from (demand, replicas, age, fresh, drift)
+            forecast = state.forecast
+            if forecast is not None:
+                demand.add_metric([name], forecast.forecast_demand)
+                replicas.add_metric([name], float(forecast.desired_replicas))
+                lead.add_metric([name], forecast.lead_time_seconds)
+                for quantile, value in forecast.quantiles.items():
+                    band.add_metric([name, f"{quantile:g}"], value)
+        shadow = GaugeMetricFamily(
+            "prewarm_shadow_mode",
+            "1 when the service runs in shadow mode (plans exported, every autoscaling API "
+            "answers the hold error), 0 otherwise",
+            value=1.0 if snapshot.shadow else 0.0,
+        )
+        yield from (demand, replicas, band, lead, age, fresh, drift, shadow)
 
 
 class ServingMetrics:
@@ -118,8 +141,9 @@ class ServingMetrics:
         )
         self.unavailable = Counter(
             "prewarm_unavailable_responses",
-            "Requests answered 503 / UNAVAILABLE because no trustworthy forecast existed",
-            ["api", "workload"],
+            "Requests answered 503 / UNAVAILABLE because no trustworthy forecast existed, by "
+            "reason (stale, drift, no_model, no_forecast, shadow)",
+            ["api", "workload", "reason"],
             registry=registry,
         )
         self.model_info = Gauge(
@@ -147,8 +171,35 @@ class ServingMetrics:
             ["workload"],
             registry=registry,
         )
+        self.pinball = Summary(
+            "prewarm_forecast_pinball_loss",
+            "Pinball loss, at the workload's quantile, of the forecast issued one lead time ago "
+            "against the demand that arrived at its target time, per workload",
+            ["workload"],
+            registry=registry,
+        )
+        self.covered = Counter(
+            "prewarm_forecast_covered",
+            "Scored forecasts whose target-time demand was at most the forecast, per workload: "
+            "divided by prewarm_forecast_pinball_loss_count it is the online coverage",
+            ["workload"],
+            registry=registry,
+        )
         registry.register(_SnapshotCollector(snapshot))
         self._model: tuple[str, str] | None = None
+
+    def score(self, workload: str, predicted: float, actual: float, quantile: float) -> None:
+        """Record one forecast against the demand that arrived at its target time."""
+        error = abs(predicted - actual)
+        self.abs_error.labels(workload).observe(error)
+        self.last_abs_error.labels(workload).set(error)
+        self.pinball.labels(workload).observe(
+            pinball_loss(np.array([actual]), np.array([predicted]), quantile)
+        )
+        # Touch the child so the series exists (at 0) before the first covered forecast.
+        covered = self.covered.labels(workload)
+        if actual <= predicted:
+            covered.inc()
 
     def set_model(self, name: str, version: str) -> None:
         """Point ``prewarm_model_info`` at the served version."""

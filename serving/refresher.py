@@ -25,8 +25,9 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import pandas as pd
 
@@ -44,7 +45,7 @@ __all__ = ["Refresher", "empty_snapshot"]
 logger = logging.getLogger(__name__)
 
 
-def empty_snapshot(config: RefreshConfig) -> Snapshot:
+def empty_snapshot(config: RefreshConfig, *, shadow: bool = False) -> Snapshot:
     """The snapshot served before the first refresh: every workload known, none forecast."""
     return Snapshot(
         states={
@@ -52,6 +53,7 @@ def empty_snapshot(config: RefreshConfig) -> Snapshot:
             for w in config.workloads
         },
         max_staleness=config.max_staleness,
+        shadow=shadow,
     )
 
 
@@ -70,6 +72,8 @@ class Refresher:
         Where snapshots are published.
     metrics : ServingMetrics or None
         Where refresh durations, errors and accuracy are recorded.
+    shadow : bool, default False
+        Publish shadow snapshots (planned, exported, never served).
     """
 
     def __init__(
@@ -79,8 +83,11 @@ class Refresher:
         watcher: ModelWatcher,
         store: SnapshotStore,
         metrics: ServingMetrics | None = None,
+        *,
+        shadow: bool = False,
     ) -> None:
         self.config = config
+        self.shadow = shadow
         self.source_factory = source_factory
         self.watcher = watcher
         self.store = store
@@ -89,7 +96,7 @@ class Refresher:
         self.window: RollingWindow | None = None
         self.last_tick_seconds: float | None = None
         self.ticks = 0
-        self._pending: dict[str, deque[tuple[pd.Timestamp, float]]] = {
+        self._pending: dict[str, deque[tuple[pd.Timestamp, float, float]]] = {
             name: deque(maxlen=1024) for name in self.workloads
         }
         self._fresh: dict[str, bool] = {}
@@ -200,11 +207,17 @@ class Refresher:
             old = previous.states.get(name)
             forecast = forecasts.get(name) or (old.forecast if old else None)
             last_data = window.last_data(name) if window is not None else None
+            last_value = (
+                window.value_at(name, last_data)
+                if window is not None and last_data is not None
+                else None
+            )
             states[name] = WorkloadState(
                 workload=name,
                 # A drifted workload's last forecast followed a policy it no longer has.
                 forecast=None if name in drift else forecast,
                 last_data=last_data.to_pydatetime() if last_data is not None else None,
+                last_value=last_value,
                 problem=problems.get(name),
                 drift=drift.get(name),
             )
@@ -215,6 +228,7 @@ class Refresher:
             model_name=served.name if served else None,
             model_version=served.version if served else None,
             sequence=previous.sequence + 1,
+            shadow=self.shadow,
         )
         self.store.publish(snapshot)
         self._log_transitions(snapshot)
@@ -312,8 +326,8 @@ class Refresher:
                     problems[name] = f"prediction failed: {type(one).__name__}: {one}"
         generated = datetime.now(UTC)
         for plan in plans:
-            for row in plan.itertuples(index=False):
-                name = str(row.series)
+            for row in plan.to_dict("records"):
+                name = str(row["series"])
                 if name not in self.workloads or name not in names:
                     continue
                 try:
@@ -341,7 +355,7 @@ class Refresher:
                 )
                 pending = self._pending[name]
                 if not pending or pending[-1][0] < due:
-                    pending.append((due, forecast.forecast_demand))
+                    pending.append((due, forecast.forecast_demand, forecast.quantile))
         return forecasts, problems
 
     def _plan_batch(self, served: ServedModel, frame: pd.DataFrame) -> pd.DataFrame:
@@ -370,13 +384,11 @@ class Refresher:
         for name, pending in self._pending.items():
             last = window.last_data(name)
             while pending and last is not None and pending[0][0] <= last:
-                due, predicted = pending.popleft()
+                due, predicted, quantile = pending.popleft()
                 actual = window.value_at(name, due)
                 if actual is None:
                     continue
-                error = abs(predicted - actual)
-                self.metrics.abs_error.labels(name).observe(error)
-                self.metrics.last_abs_error.labels(name).set(error)
+                self.metrics.score(name, predicted, actual, quantile)
 
     def _log_transitions(self, snapshot: Snapshot) -> None:
         now = datetime.now(UTC)
@@ -422,28 +434,32 @@ class Refresher:
 
 
 def _forecast(
-    name: str, policy: WorkloadPolicy, row: object, version: str, generated: datetime
+    name: str,
+    policy: WorkloadPolicy,
+    row: Mapping[Hashable, Any],
+    version: str,
+    generated: datetime,
 ) -> WorkloadForecast:
     """The served answer: the plan's numbers, and everything else from the policy they were
     planned with (the registered one), so no field of an answer has another source."""
     spec = policy.spec
-    demand = float(getattr(row, "forecast_demand"))  # noqa: B009  (namedtuple row)
-    replicas = float(getattr(row, "desired_replicas"))  # noqa: B009
+    demand = float(row["forecast_demand"])
+    replicas = float(row["desired_replicas"])
     if not (math.isfinite(demand) and demand >= 0):
         raise ValueError(f"forecast demand must be finite and >= 0, got {demand!r}")
     if not (math.isfinite(replicas) and replicas >= 0):
         raise ValueError(f"desired replicas must be finite and >= 0, got {replicas!r}")
     # The plan already clamps; clamping again keeps a faulty model inside the policy's bounds.
     desired = min(max(math.ceil(replicas - 1e-9), spec.min_replicas), spec.max_replicas)
-    origin = pd.Timestamp(getattr(row, "origin"))  # noqa: B009
+    origin = pd.Timestamp(row["origin"])
     if origin.tzinfo is None:
         origin = origin.tz_localize("UTC")
     return WorkloadForecast(
         workload=name,
         desired_replicas=int(desired),
         forecast_demand=demand,
-        quantile=float(getattr(row, "quantile")),  # noqa: B009
-        lead_time_seconds=float(getattr(row, "lead_time_seconds")),  # noqa: B009
+        quantile=float(row["quantile"]),
+        lead_time_seconds=float(row["lead_time_seconds"]),
         origin=origin.to_pydatetime(),
         generated_at=generated,
         model_version=version,
@@ -451,7 +467,37 @@ def _forecast(
         target_utilization=policy.forecast_u,
         min_replicas=spec.min_replicas,
         max_replicas=spec.max_replicas,
+        quantiles=_window_quantiles(row),
+        peak_horizon_seconds=_optional_seconds(row.get("peak_horizon_seconds")),
     )
+
+
+def _window_quantiles(row: Mapping[Hashable, Any]) -> dict[float, float]:
+    """The plan's per-quantile lead-window maxima (``q0.9`` -> 0.9); non-finite ones left out,
+    so an exported band never holds a NaN."""
+    found = {}
+    for column, value in row.items():
+        quantile = _quantile_of(str(column))
+        if quantile is not None and math.isfinite(float(value)):
+            found[quantile] = float(value)
+    return dict(sorted(found.items()))
+
+
+def _quantile_of(column: str) -> float | None:
+    if not column.startswith("q"):
+        return None
+    try:
+        quantile = float(column[1:])
+    except ValueError:
+        return None
+    return quantile if 0.0 < quantile < 1.0 else None
+
+
+def _optional_seconds(value: Any) -> float | None:
+    if value is None:
+        return None
+    seconds = float(value)
+    return seconds if math.isfinite(seconds) else None
 
 
 def workload_names(config: RefreshConfig) -> Sequence[str]:

@@ -94,12 +94,17 @@ class Replies:
         The previous snapshot's replies: a forecast carried over unchanged (the same object:
         no new data, same model) keeps its bodies instead of being encoded again, so a
         refresh that renews few forecasts costs the event loop little.
+
+    A shadow snapshot gets no body at all: every request then takes the checked path, which
+    refuses it.
     """
 
     def __init__(self, snapshot: Snapshot, reuse: Replies | None = None) -> None:
         self.max_staleness = snapshot.max_staleness
         self._entries: dict[str, _Encoded] = {}
         previous = reuse._entries if reuse is not None else {}
+        if snapshot.shadow:
+            return
         for name, state in snapshot.states.items():
             forecast = state.forecast
             if forecast is None or state.drift is not None:

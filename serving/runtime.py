@@ -72,12 +72,14 @@ class Runtime:
     def build(cls, settings: ServingSettings, components: ServingComponents) -> Runtime:
         """Assemble the runtime (no I/O: nothing is fetched or loaded yet)."""
         config = components.config
-        store = SnapshotStore(empty_snapshot(config))
+        store = SnapshotStore(empty_snapshot(config, shadow=settings.shadow))
         metrics = ServingMetrics(lambda: store.current)
         watcher = ModelWatcher(
             components.registry, config.model_name, poll_interval=config.model_poll_interval
         )
-        refresher = Refresher(config, components.source_factory, watcher, store, metrics)
+        refresher = Refresher(
+            config, components.source_factory, watcher, store, metrics, shadow=settings.shadow
+        )
         return cls(
             settings=settings,
             components=components,
@@ -101,7 +103,7 @@ class Runtime:
         try:
             return self.store.current.forecast(workload)
         except ForecastUnavailableError as exc:
-            self.metrics.unavailable.labels(api, workload).inc()
+            self.metrics.unavailable.labels(api, workload, exc.cause).inc()
             logger.warning(
                 "forecast unavailable", extra={"workload": workload, "api": api, "reason": str(exc)}
             )
@@ -127,7 +129,8 @@ class Runtime:
                 else f"model version {served.version} has no policy for it"
             )
             raise ForecastUnavailableError(
-                f"no registered policy for workload {workload!r}: {problem}"
+                f"no registered policy for workload {workload!r}: {problem}",
+                cause="no_model" if served is None else "no_forecast",
             )
         return policy
 

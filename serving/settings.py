@@ -51,6 +51,11 @@ class ServingSettings(BaseSettings):
     )
     tracking_uri: str | None = Field(None, description="MLflow tracking URI of the registry.")
     log_level: str = Field("INFO", description="Root log level.")
+    shadow: bool = Field(
+        False,
+        description="Shadow mode: plan and export on /metrics, answer every autoscaling API "
+        "with the hold error (503 / UNAVAILABLE), so the HPA and KEDA are never affected.",
+    )
 
     @model_validator(mode="after")
     def _check_tls(self) -> ServingSettings:

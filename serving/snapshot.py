@@ -17,11 +17,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
+from typing import Literal
 
 from serving.exceptions import ForecastUnavailableError, UnknownWorkloadError
 from serving.replies import Replies
 
-__all__ = ["Snapshot", "SnapshotStore", "WorkloadForecast", "WorkloadState", "WorkloadStatus"]
+__all__ = [
+    "SHADOW_REASON",
+    "Cause",
+    "Snapshot",
+    "SnapshotStore",
+    "WorkloadForecast",
+    "WorkloadState",
+    "WorkloadStatus",
+]
+
+Cause = Literal["stale", "drift", "no_model", "no_forecast", "shadow"]
+"""Why a workload's value is refused; the ``reason`` label of the refusal counter."""
+
+SHADOW_REASON = (
+    "shadow mode (`prewarm serve --shadow`): the plan is only exported on /metrics and "
+    "/explain, every autoscaling API answers the hold error"
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,11 @@ class WorkloadForecast:
         HPA target of ``prewarm_forecast_demand``.
     min_replicas, max_replicas : int
         Bounds of the workload's registered policy.
+    quantiles : mapping of float to float, default {}
+        Each quantile the model forecasts -> its largest forecast over the same lead window
+        (empty when the model's plan does not carry them).
+    peak_horizon_seconds : float or None, default None
+        How far ahead of ``origin`` the planned quantile reached ``forecast_demand``.
     """
 
     workload: str
@@ -65,6 +87,8 @@ class WorkloadForecast:
     target_utilization: float
     min_replicas: int
     max_replicas: int
+    quantiles: Mapping[float, float] = field(default_factory=dict)
+    peak_horizon_seconds: float | None = None
 
     def __post_init__(self) -> None:
         # Last line of defence: whatever produced it, a forecast that could scale a workload
@@ -104,11 +128,14 @@ class WorkloadState:
     drift : str or None
         How the served config's policy differs from the registered one (see
         :mod:`serving.drift`); such a workload is never served, whatever its forecast.
+    last_value : float or None
+        The demand at ``last_data``.
     """
 
     workload: str
     forecast: WorkloadForecast | None = None
     last_data: datetime | None = None
+    last_value: float | None = None
     problem: str | None = None
     drift: str | None = None
 
@@ -126,11 +153,14 @@ class WorkloadStatus:
     data_age_seconds : float or None
         Age of the data behind the served forecast (or of the newest data when there is no
         forecast); None when no data ever arrived.
+    cause : str or None
+        The kind of ``reason`` (see :data:`Cause`); None when fresh.
     """
 
     fresh: bool
     reason: str
     data_age_seconds: float | None
+    cause: Cause | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +177,9 @@ class Snapshot:
         End of the refresh that built it; None for the empty snapshot before the first one.
     model_name, model_version : str or None
         The model loaded when the snapshot was built.
+    shadow : bool, default False
+        Shadow mode: forecasts are kept (for ``/metrics`` and explanations) but none is
+        served; :meth:`forecast` refuses every workload with :data:`SHADOW_REASON`.
     """
 
     states: Mapping[str, WorkloadState]
@@ -155,6 +188,7 @@ class Snapshot:
     model_name: str | None = None
     model_version: str | None = None
     sequence: int = field(default=0)
+    shadow: bool = False
 
     @cached_property
     def workloads(self) -> tuple[str, ...]:
@@ -206,19 +240,34 @@ class Snapshot:
         now = now or datetime.now(UTC)
         forecast = state.forecast
         if state.drift is not None:
-            return WorkloadStatus(False, state.drift, _age(now, state.last_data))
+            return WorkloadStatus(False, state.drift, _age(now, state.last_data), "drift")
         if forecast is None:
             age = _age(now, state.last_data)
             reason = state.problem or "no forecast yet: waiting for the first refresh"
-            return WorkloadStatus(False, reason, age)
+            cause: Cause = "no_model" if self.model_version is None else "no_forecast"
+            return WorkloadStatus(False, reason, age, cause)
         age = _age(now, forecast.origin)
         assert age is not None
         if age > self.max_staleness:
             reason = f"data is {age:.0f} s old, more than max_staleness {self.max_staleness:g} s"
             if state.problem:
                 reason += f"; last problem: {state.problem}"
-            return WorkloadStatus(False, reason, age)
+            return WorkloadStatus(False, reason, age, "stale")
         return WorkloadStatus(True, "", age)
+
+    def refusal(self, workload: str, now: datetime | None = None) -> tuple[Cause, str] | None:
+        """Why ``workload``'s value would be refused at ``now``: ``(cause, reason)``, or None
+        when it is served.
+
+        Raises
+        ------
+        UnknownWorkloadError
+            If no workload of that name is configured.
+        """
+        status = self.status(workload, now)
+        if status.cause is not None:
+            return status.cause, status.reason
+        return ("shadow", SHADOW_REASON) if self.shadow else None
 
     def forecast(self, workload: str, now: datetime | None = None) -> WorkloadForecast:
         """Return the forecast of ``workload`` if it is fit to serve.
@@ -228,13 +277,15 @@ class Snapshot:
         UnknownWorkloadError
             If no workload of that name is configured (HTTP 404, gRPC NOT_FOUND).
         ForecastUnavailableError
-            If there is no forecast or its data is older than ``max_staleness`` (HTTP 503,
-            gRPC UNAVAILABLE), with the reason.
+            If there is no forecast, its data is older than ``max_staleness``, its policy
+            drifted or the service runs in shadow mode (HTTP 503, gRPC UNAVAILABLE), with the
+            reason.
         """
-        status = self.status(workload, now)
-        if not status.fresh:
+        refused = self.refusal(workload, now)
+        if refused is not None:
+            cause, reason = refused
             raise ForecastUnavailableError(
-                f"no trustworthy forecast for workload {workload!r}: {status.reason}"
+                f"no trustworthy forecast for workload {workload!r}: {reason}", cause=cause
             )
         forecast = self.states[workload].forecast
         assert forecast is not None

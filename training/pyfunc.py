@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 from mlflow.pyfunc import PythonModel
 
-from forecaster.capacity import PLAN_COLUMNS, plan_capacity, required_horizons
+from forecaster.capacity import PLAN_COLUMNS, plan_capacity
 from forecaster.duration import parse_duration
 from forecaster.features import FeatureConfig
-from forecaster.models.base import BaseForecaster, quantile_column
+from forecaster.models.base import BaseForecaster
 from forecaster.workload import WorkloadPolicy
 
 
@@ -105,25 +105,6 @@ class PrewarmModel(PythonModel):
         """The forecaster's long quantile forecast from the last cell of each series."""
         return self.forecaster.predict(history)
 
-    def lead_window_quantiles(self, history: pd.DataFrame) -> pd.DataFrame:
-        """Per workload, each quantile's largest forecast over its lead window."""
-        forecast = self.forecast(history)
-        rows = []
-        for name, part in forecast.groupby("series", sort=True):
-            policy = self.policies[str(name)]
-            horizons = required_horizons(policy.spec, self.step, policy.hold, policy.decision_delay)
-            window = part[part["horizon"].isin(horizons)]
-            rows.append(
-                {
-                    "series": str(name),
-                    **{
-                        quantile_column(q): float(window[quantile_column(q)].max())
-                        for q in self.forecaster.quantiles
-                    },
-                }
-            )
-        return pd.DataFrame(rows)
-
     # -- pyfunc -------------------------------------------------------------------------------
     def predict(
         self,
@@ -132,10 +113,7 @@ class PrewarmModel(PythonModel):
         params: dict[str, Any] | None = None,
     ) -> pd.DataFrame:
         """Plan plus lead-window quantiles, one row per workload (see the module docs)."""
-        history = _as_history(model_input)
-        plan = self.plan(history)
-        quantiles = self.lead_window_quantiles(history)
-        out = plan.merge(quantiles, on="series", how="left")
+        out = self.plan(_as_history(model_input))
         # MLflow's schema type ``datetime`` is time-zone naive: the pyfunc speaks naive UTC.
         out["origin"] = pd.to_datetime(out["origin"], utc=True).dt.tz_localize(None)
         out["desired_replicas"] = out["desired_replicas"].astype(np.int64)

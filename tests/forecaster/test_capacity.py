@@ -42,6 +42,7 @@ def reference_plan(
     if unknown:
         raise ConfigError(f"no capacity spec for workload(s) {unknown}; known: {sorted(specs)}")
     rows = []
+    present = [quantile_column(q) for q in model.quantiles if quantile_column(q) in forecast]
     for name, part in forecast.groupby(id_col, sort=True):
         spec = specs[str(name)]
         column = quantile_column(spec.tau)
@@ -75,9 +76,11 @@ def reference_plan(
                 int(replicas),
                 spec.tau,
                 lead_seconds(spec, decision_delay_seconds),
+                float(window.loc[window[column] == demand, "horizon"].min() * model.step_),
+                *(float(window[c].max()) for c in present),
             )
         )
-    return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
+    return pd.DataFrame(rows, columns=[*PLAN_COLUMNS, "peak_horizon_seconds", *present])
 
 
 @dataclass

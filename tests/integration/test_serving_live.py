@@ -288,7 +288,10 @@ def test_prometheus_down_gives_503_then_recovers(
     assert "source error" in ready.json()["stale"]["chat"]
     metrics = httpx.get(f"{live.base}/metrics", timeout=5).text
     assert 'prewarm_workload_fresh{workload="chat"} 0.0' in metrics
-    assert 'prewarm_unavailable_responses_total{api="external_metrics",workload="chat"}' in metrics
+    assert (
+        'prewarm_unavailable_responses_total{api="external_metrics",reason="stale",'
+        'workload="chat"}' in metrics
+    )
     assert 'prewarm_source_errors_total{workload="chat"}' in metrics
 
     # Same address again: the server's config keeps pointing at it.

@@ -538,6 +538,7 @@ def test_a_stalled_refresher_turns_into_503_at_read_time() -> None:
         assert http.get(keda_path).status_code == 503
         scraped = http.get("/metrics").text
         assert (
-            'prewarm_unavailable_responses_total{api="external_metrics",workload="chat"} 1.0'
+            'prewarm_unavailable_responses_total{api="external_metrics",reason="stale",'
+            'workload="chat"} 1.0'
             in scraped
         )
