@@ -83,3 +83,14 @@ def backtest_workloads(
         if progress is not None:
             progress("backtest", done + 1, len(policies))
     return documents
+
+
+def tuned_policies(
+    config: TrainConfig, documents: Mapping[str, dict[str, Any]]
+) -> dict[str, WorkloadPolicy]:
+    """Each workload's policy with hybrid's settings as the backtest tuned them: the policy
+    to register, so that what is served is what was backtested."""
+    return {
+        name: policy.tuned(**documents[name]["deployed"]["policies"]["hybrid"]["settings"])
+        for name, policy in config.policies.items()
+    }

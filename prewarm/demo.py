@@ -58,7 +58,7 @@ def run_demo(
     served. ``clock`` is the replay's current time (default: the wall clock); the replay
     moves the traces by whole weeks only, so any clock gives the same summary.
     """
-    from prewarm.config_backtest import backtest_workloads
+    from prewarm.config_backtest import backtest_workloads, tuned_policies
     from training.config import load_config
     from training.pipeline import pull_history, run_training
     from training.settings import resolve_tracking_uri
@@ -72,10 +72,7 @@ def run_demo(
         history = pull_history(config, source)
         out.mkdir(parents=True, exist_ok=True)
         documents = backtest_workloads(config, config_path, history, out, progress=progress)
-        served = {
-            name: policy.tuned(**documents[name]["deployed"]["policies"]["hybrid"]["settings"])
-            for name, policy in config.policies.items()
-        }
+        served = tuned_policies(config, documents)
         trained = run_training(
             config, tracking_uri=uri, progress=progress, source=source, policies=served
         )

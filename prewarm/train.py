@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -51,12 +54,19 @@ EXIT_NOT_PROMOTED = 4
     "(default sqlite:///mlflow.db).",
 )
 @click.option("--no-promote", is_flag=True, help="Register the candidate, never move the alias.")
+@click.option(
+    "--tune",
+    is_flag=True,
+    help="Backtest each workload first (as `prewarm backtest --config` does) and register "
+    "hybrid's setting tuned out of sample as its policy, instead of the config's settings.",
+)
 @log_level_option(default="INFO")
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs only).")
 def train(
     config_path: Path,
     tracking_uri: str | None,
     no_promote: bool,
+    tune: bool,
     log_level: str,
     no_progress: bool,
 ) -> None:
@@ -79,18 +89,15 @@ def train(
     except ConfigError as exc:
         _fail(str(exc), EXIT_CONFIG)
     try:
-        if no_progress:
-            result = run_training(config, tracking_uri=tracking_uri, promote=not no_promote)
-        else:
-            with progress_bar() as bar:
-                task = bar.add_task("train", total=None)
-
-                def progress(stage: str, done: int, total: int) -> None:
-                    bar.update(task, description=stage, completed=done, total=total)
-
-                result = run_training(
-                    config, tracking_uri=tracking_uri, promote=not no_promote, progress=progress
-                )
+        with _progress(no_progress) as progress:
+            policies = _tuned(config, config_path, progress) if tune else None
+            result = run_training(
+                config,
+                tracking_uri=tracking_uri,
+                promote=not no_promote,
+                progress=progress,
+                policies=policies,
+            )
     except (SourceError, DataValidationError) as exc:
         log.error("data-source failure: %s", exc)
         _fail(f"data-source failure: {exc}", EXIT_DATA)
@@ -102,6 +109,47 @@ def train(
     click.echo(result.message)
     if result.outcome is Outcome.NOT_PROMOTED:
         sys.exit(EXIT_NOT_PROMOTED)
+
+
+@contextmanager
+def _progress(hidden: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A progress callback drawing a bar on stderr, or ``None`` with ``--no-progress``."""
+    if hidden:
+        yield None
+        return
+    with progress_bar() as bar:
+        task = bar.add_task("train", total=None)
+
+        def progress(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=stage, completed=done, total=total)
+
+        yield progress
+
+
+def _tuned(config: Any, config_path: Path, progress: Any) -> dict[str, Any]:
+    """``--tune``: each workload's policy with hybrid's out-of-sample tuned settings."""
+    from prewarm.config_backtest import backtest_workloads, tuned_policies
+    from training.pipeline import pull_history
+    from training.sources import make_source
+
+    source = make_source(config.source.type, config.source)
+    try:
+        history = pull_history(config, source)
+    finally:
+        source.close()
+    documents = backtest_workloads(config, config_path, history, None, progress=progress)
+    tuned = tuned_policies(config, documents)
+    for name, policy in tuned.items():
+        hybrid = documents[name]["deployed"]["policies"]["hybrid"]
+        logging.getLogger("prewarm.train").info(
+            "workload %s: tuned %s; out of sample %s the SLO (%.2e unserved)",
+            name,
+            policy.settings(),
+            "meets" if hybrid["meets_slo"] else "misses",
+            hybrid["unserved_fraction"],
+            extra={"workload": name, "settings": policy.settings()},
+        )
+    return tuned
 
 
 def _fail(message: str, code: int) -> None:

@@ -1,5 +1,6 @@
 """``prewarm backtest --config``: the workloads of a training config, tuned out of sample, and
-the champion's registered policy scored on the same validation window."""
+the champion's registered policy scored on the same validation window; ``prewarm train
+--tune`` registers the tuned one."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from click.testing import CliRunner
 
 from prewarm.cli import cli
 from training.config import load_config
-from training.pipeline import run_training
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -54,9 +54,10 @@ def test_scores_what_it_would_register_then_what_is_registered(config: Path, tmp
     assert deployed["tuning"]["end"] == deployed["validation"]["start"]
     assert "served now" not in first.output
 
-    train = load_config(config)
-    tuned = {"cpu": train.policies["cpu"].tuned(**hybrid["settings"])}
-    run_training(train, policies=tuned)
+    # `prewarm train --tune` registers hybrid's out-of-sample tuned setting as the policy.
+    trained = CliRunner().invoke(cli, ["train", "--config", str(config), "--tune", "--no-progress"])
+    assert trained.exit_code == 0, trained.output
+    tuned = {"cpu": load_config(config).policies["cpu"].tuned(**hybrid["settings"])}
 
     second = backtest(config, tmp_path / "after.json")
     assert second.exit_code == 0, second.output
