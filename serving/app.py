@@ -30,7 +30,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from serving import external_metrics, health, k8s, keda
+from serving import explain, external_metrics, health, k8s, keda
 from serving.exceptions import ServingError
 from serving.grpc_server import GrpcServer
 from serving.runtime import Runtime, ServingComponents
@@ -193,6 +193,7 @@ def create_app(settings: ServingSettings, components: ServingComponents) -> Prew
     )
     app.include_router(external_metrics.router)
     app.include_router(keda.router)
+    app.include_router(explain.router)
     app.include_router(health.router)
     app.add_exception_handler(ServingError, _serving_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -539,6 +539,5 @@ def test_a_stalled_refresher_turns_into_503_at_read_time() -> None:
         scraped = http.get("/metrics").text
         assert (
             'prewarm_unavailable_responses_total{api="external_metrics",reason="stale",'
-            'workload="chat"} 1.0'
-            in scraped
+            'workload="chat"} 1.0' in scraped
         )

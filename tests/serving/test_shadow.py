@@ -160,3 +160,11 @@ def test_metrics_carry_the_plan_readyz_and_log_say_shadow(shadow: Shadow) -> Non
     assert ready.status_code == 200
     assert ready.json()["mode"] == "shadow"
     assert any("shadow mode" in message for message in shadow.logs)
+
+
+def test_explain_shows_the_plan_and_the_shadow_refusal(shadow: Shadow) -> None:
+    body = shadow.http.get("/v1/workloads/chat/explain").json()
+    forecast = shadow.runtime.store.current.states["chat"].forecast
+    assert body["mode"] == "shadow" and body["served"] is False
+    assert body["refused"]["cause"] == "shadow"
+    assert body["replicas"]["desiredReplicas"] == forecast.desired_replicas
