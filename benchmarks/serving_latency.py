@@ -68,7 +68,7 @@ class FrameSource:
                 self.values[name] = np.concatenate([values, extra])
 
     def fetch(self, queries: Mapping[str, str], start: Any, end: Any, step: Any, **_: Any) -> Any:
-        from training.sources.prometheus import PrometheusHistory
+        from training.sources.base import FetchedHistory
 
         first, last = int(pd.Timestamp(start).timestamp()), int(pd.Timestamp(end).timestamp())
         seconds = np.arange(first, last + 1, int(step), dtype=np.int64)
@@ -89,7 +89,7 @@ class FrameSource:
                 "value": np.concatenate(columns),
             }
         )
-        return PrometheusHistory(frame, (), grid[0], grid[-1], int(step))
+        return FetchedHistory(frame, (), grid[0], grid[-1], int(step))
 
 
 class OneVersion:

@@ -17,7 +17,6 @@ import pandas as pd
 
 from forecaster.exceptions import ConfigError, DataValidationError
 from forecaster.models.base import BaseForecaster, quantile_column
-from forecaster.policies.base import horizon_range
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
 
 PLAN_COLUMNS = (
@@ -62,9 +61,10 @@ def required_horizons(
     spec: WorkloadSpec, step: int, hold_seconds: float = 0.0, decision_delay_seconds: float = 0.0
 ) -> tuple[int, ...]:
     """Horizons (cells) covering ``[t + L, t + L + hold]``, counted as the backtest counts them
-    (see :func:`forecaster.policies.base.horizon_range`), so live plans match simulated ones."""
-    first, last = horizon_range(lead_seconds(spec, decision_delay_seconds), hold_seconds, step)
-    return tuple(range(first, last + 1))
+    (see :func:`forecaster.workload.horizon_range`), so live plans match simulated ones."""
+    return WorkloadPolicy(spec, hold=hold_seconds, decision_delay=decision_delay_seconds).horizons(
+        step
+    )
 
 
 def plan_capacity(
@@ -142,7 +142,7 @@ def plan_capacity(
             missing_column[i] = True
         key = (policy.lead_seconds, policy.hold)
         if key not in horizons_of:
-            horizons_of[key] = horizon_range(policy.lead_seconds, policy.hold, step)
+            horizons_of[key] = policy.horizon_range(step)
         first_h[i], last_h[i] = horizons_of[key]
         tau[i] = policy.tau
         lead[i] = policy.lead_seconds

@@ -245,6 +245,24 @@ TUNED = ("quantile", "forecast_utilization", "target_utilization", "tolerance")
 DEFAULT_TOLERANCE = 0.1
 
 
+def horizon_range(lead_seconds: float, hold_seconds: float, data_step: float) -> tuple[int, int]:
+    """Horizons (data steps from the origin) covering ``[t + lead, t + lead + hold]``.
+
+    A forecast from origin ``j`` is used from ``(j + 1) * data_step`` until the next origin
+    arrives one step later, so the target intervals start one step after the origin.
+
+    Examples
+    --------
+    >>> horizon_range(300, 0, 60)
+    (6, 6)
+    >>> horizon_range(300, 300, 300)
+    (2, 3)
+    """
+    first = 1 + math.floor(lead_seconds / data_step)
+    last = 1 + math.ceil((lead_seconds + hold_seconds) / data_step)
+    return first, max(first, last)
+
+
 @dataclass(frozen=True)
 class WorkloadPolicy:
     """One workload's spec and the settings of its forecast and reactive paths.
@@ -328,6 +346,16 @@ class WorkloadPolicy:
     def lead_seconds(self) -> float:
         """``L``: the cold start a plan must cover plus the decision delay."""
         return self.spec.cold_start_model.planning_seconds + self.decision_delay
+
+    def horizon_range(self, step: float) -> tuple[int, int]:
+        """First and last horizon (cells of ``step`` seconds) covering the lead window
+        ``[t + L, t + L + hold]`` (see :func:`horizon_range`)."""
+        return horizon_range(self.lead_seconds, self.hold, step)
+
+    def horizons(self, step: float) -> tuple[int, ...]:
+        """Every horizon of :meth:`horizon_range`, in order."""
+        first, last = self.horizon_range(step)
+        return tuple(range(first, last + 1))
 
     def tuned(self, **settings: float) -> WorkloadPolicy:
         """This policy with the tuned settings replaced (names as in :data:`TUNED`)."""

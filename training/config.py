@@ -26,6 +26,11 @@ Reference (every field; durations accept ``30s``, ``5m``, ``2h``, ``14d`` or sec
 ``workloads`` (list, at least one): ``name`` (DNS-label style, unique); ``demand`` (PromQL
 returning one series for ``prometheus``; the series name in ``path`` for file sources,
 default the workload's name); ``covariates`` (``{column: promql}``, prometheus only);
+``replicas`` and ``ready_replicas`` (PromQL returning one series each, prometheus only,
+optional: the replicas the cluster ran and how many were ready, e.g.
+``kube_deployment_status_replicas{deployment="chat"}`` and
+``kube_deployment_status_replicas_available{deployment="chat"}``; read by
+``prewarm shadow-report`` only, ``ready_replicas`` needs ``replicas``);
 ``capacity`` (maps onto :class:`forecaster.workload.WorkloadSpec`:
 ``capacity_per_replica`` (required), ``cold_start`` (duration or ``{kind, seconds, low,
 high, sigma}``), ``target_utilization``, ``min_replicas``, ``max_replicas``,
@@ -330,8 +335,23 @@ class WorkloadConfig(_Strict):
     covariates: dict[str, str] = Field(
         default_factory=dict, description="Extra series as {column: promql} (prometheus)."
     )
+    replicas: str | None = Field(
+        default=None, description="PromQL of the replicas the cluster ran (shadow-report)."
+    )
+    ready_replicas: str | None = Field(
+        default=None, description="PromQL of the ready replicas (shadow-report)."
+    )
     capacity: CapacityConfig = Field(description="Capacity, cost and service level.")
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Planning settings.")
+
+    @model_validator(mode="after")
+    def _ready_needs_replicas(self) -> WorkloadConfig:
+        if self.ready_replicas is not None and self.replicas is None:
+            raise ValueError(
+                f"`ready_replicas` needs a `replicas` query, got ready_replicas "
+                f"{self.ready_replicas!r} without one"
+            )
+        return self
 
     @field_validator("covariates")
     @classmethod
@@ -584,11 +604,9 @@ class TrainConfig(_Strict):
     ) -> tuple[int, ...]:
         """Cells covering every policy's ``[lead, lead + hold]`` window (``policies``, default
         :attr:`policies`)."""
-        from forecaster.capacity import required_horizons
-
         cells: set[int] = set()
         for policy in (policies or self.policies).values():
-            cells.update(required_horizons(policy.spec, step, policy.hold, policy.decision_delay))
+            cells.update(policy.horizons(step))
         return tuple(sorted(cells))
 
     def fingerprint(self) -> str:
@@ -598,6 +616,8 @@ class TrainConfig(_Strict):
         )
         for workload in shaped["workloads"]:
             workload.pop("demand", None)  # the data fingerprint covers what the query returned
+            for observed in ("replicas", "ready_replicas"):  # read by shadow-report only
+                workload.pop(observed, None)
         text = json.dumps(shaped, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -517,7 +517,7 @@ def _log_run(
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from prewarm import __version__
+    from training import __version__
     from training.pyfunc import to_naive_utc
 
     name = config.mlflow.registered_model

@@ -20,7 +20,6 @@ from forecaster.exceptions import NotEnoughHistoryError
 from forecaster.metrics import coverage, pinball_loss
 from forecaster.models.base import BaseForecaster, quantile_column
 from forecaster.policies import Observation, QuantileForecast
-from forecaster.policies.base import horizon_range
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.workload import WorkloadPolicy
 
@@ -140,7 +139,7 @@ def score_model(
         column = np.searchsorted(horizons, own["horizon"].to_numpy())
         cube[row, column, :] = own[columns].to_numpy(dtype=float)
         policy = workloads[name]
-        low, high = horizon_range(policy.lead_seconds, policy.hold, step)
+        low, high = policy.horizon_range(step)
         scored = [h for h in horizons if low <= h <= high] or [horizons[0]]
         forecasts = QuantileForecast(cube, horizons, quantiles)
         scores[name] = _score_workload(

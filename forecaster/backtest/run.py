@@ -25,9 +25,8 @@ from forecaster.frame import DEFAULT_MAX_FILL, long_gaps
 from forecaster.metrics import coverage, mase, pinball_loss
 from forecaster.models import BaseForecaster, make_model
 from forecaster.policies import FORECAST_POLICIES, Observation, QuantileForecast, policy_class
-from forecaster.policies.base import horizon_range
 from forecaster.policies.predictive import QUANTILE_GRID
-from forecaster.workload import WorkloadSpec
+from forecaster.workload import WorkloadPolicy, WorkloadSpec
 
 Progress = Callable[[str, int, int], None]
 DAY = 86400
@@ -158,7 +157,7 @@ def backtest(
     forecast = None
     scores: dict[str, ForecastScore] = {}
     if FORECAST_POLICIES & set(settings.policies):
-        first, last = horizon_range(spec.cold_start_model.planning_seconds, settings.hold, step)
+        first, last = WorkloadPolicy(spec, hold=settings.hold).horizon_range(step)
         forecast = walk_forward_forecast(
             values,
             times,

@@ -41,10 +41,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forecaster.exceptions import ConfigError, DataValidationError
+from forecaster.exceptions import DataValidationError
+from forecaster.resampling import DEFAULT_SIM_STEP
 from forecaster.workload import WorkloadSpec
 
-DEFAULT_SIM_STEP = 15.0
 # Work below this is rounding noise (units x seconds), not a queue.
 _EPSILON = 1e-9
 # The queue is tracked in cumulative work, whose rounding grows with the total: a backlog
@@ -86,51 +86,6 @@ class Trajectory:
     backlog: np.ndarray
 
 
-def resample_demand(
-    demand: np.ndarray, data_step: float, sim_step: float = DEFAULT_SIM_STEP
-) -> np.ndarray:
-    """Demand rate per simulation step from a rate per data step.
-
-    Demand is **held** (piecewise constant) within each data step; a simulation step that
-    straddles data steps gets the time-weighted mean. Total work is conserved exactly.
-
-    Parameters
-    ----------
-    demand
-        Rate (units per second) per data step; value ``k`` covers
-        ``[k * data_step, (k + 1) * data_step)``. Must be finite and >= 0.
-    data_step, sim_step
-        Step lengths in seconds.
-
-    Returns
-    -------
-    numpy.ndarray
-        Rate per simulation step, ``ceil(len(demand) * data_step / sim_step)`` entries.
-
-    Examples
-    --------
-    >>> resample_demand(np.array([1.0, 3.0]), 60, 30).tolist()
-    [1.0, 1.0, 3.0, 3.0]
-    """
-    demand = np.asarray(demand, dtype=float)
-    if demand.ndim != 1 or not np.all(np.isfinite(demand)) or np.any(demand < 0):
-        raise DataValidationError(
-            "`demand` must be a 1-D array of finite values >= 0 "
-            f"(fill gaps before simulating), got shape {demand.shape}"
-        )
-    if data_step <= 0 or sim_step <= 0:
-        raise ConfigError(
-            f"`data_step` and `sim_step` must be > 0, got {data_step!r} and {sim_step!r}"
-        )
-    if data_step % sim_step == 0:  # the usual case, exact without integrating
-        return np.repeat(demand, int(data_step // sim_step))
-    span = len(demand) * data_step
-    cumulative = np.concatenate([[0.0], np.cumsum(demand * data_step)])
-    edges = np.minimum(np.arange(math.ceil(span / sim_step) + 1) * sim_step, span)
-    work = np.diff(np.interp(edges, np.arange(len(demand) + 1) * data_step, cumulative))
-    return work / sim_step
-
-
 def simulate(
     rate: np.ndarray,
     desired: np.ndarray,
@@ -145,7 +100,7 @@ def simulate(
     Parameters
     ----------
     rate
-        Demand rate per simulation step (see :func:`resample_demand`).
+        Demand rate per simulation step (see :func:`forecaster.resampling.resample_demand`).
     desired
         Desired replica count per simulation step, as a policy produced it.
     spec

@@ -6,7 +6,7 @@ One registry, :data:`POLICIES`; :func:`make_policy` builds one by name.
 from __future__ import annotations
 
 from forecaster.exceptions import UnknownNameError
-from forecaster.policies.base import Observation, Policy, QuantileForecast, horizon_range
+from forecaster.policies.base import Observation, Policy, QuantileForecast
 from forecaster.policies.hybrid import HybridPolicy
 from forecaster.policies.oracle import OraclePolicy
 from forecaster.policies.predictive import PredictivePolicy
@@ -54,7 +54,6 @@ __all__ = [
     "Observation",
     "Policy",
     "QuantileForecast",
-    "horizon_range",
     "make_policy",
     "policy_class",
 ]

@@ -22,9 +22,10 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from forecaster.backtest.simulator import DEFAULT_SIM_STEP, resample_demand
+from forecaster import capacity
 from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError
-from forecaster.workload import WorkloadSpec
+from forecaster.resampling import DEFAULT_SIM_STEP, resample_demand
+from forecaster.workload import WorkloadPolicy, WorkloadSpec
 
 Grid = tuple[dict[str, float], ...]
 
@@ -73,24 +74,6 @@ class QuantileForecast:
             )
         result: np.ndarray = self.values[:, columns, matches[0]].max(axis=1)
         return result
-
-
-def horizon_range(lead_seconds: float, hold_seconds: float, data_step: float) -> tuple[int, int]:
-    """Horizons (data steps from the origin) covering ``[t + lead, t + lead + hold]``.
-
-    A forecast from origin ``j`` is used from ``(j + 1) * data_step`` until the next origin
-    arrives one step later, so the target intervals start one step after the origin.
-
-    Examples
-    --------
-    >>> horizon_range(300, 0, 60)
-    (6, 6)
-    >>> horizon_range(300, 300, 300)
-    (2, 3)
-    """
-    first = 1 + math.floor(lead_seconds / data_step)
-    last = 1 + math.ceil((lead_seconds + hold_seconds) / data_step)
-    return first, max(first, last)
 
 
 @dataclass(frozen=True)
@@ -198,11 +181,8 @@ class Observation:
         The arithmetic is :func:`forecaster.capacity.desired_replicas`, the one the live
         planner uses, so a simulated plan and a served one round the same way.
         """
-        # Imported on use: forecaster.capacity imports this module (for horizon_range).
-        from forecaster.capacity import desired_replicas
-
         spec = self.spec
-        replicas: np.ndarray = desired_replicas(
+        replicas: np.ndarray = capacity.desired_replicas(
             rate,
             capacity_per_replica=spec.capacity_per_replica,
             target_utilization=utilization,
@@ -210,6 +190,16 @@ class Observation:
             max_replicas=spec.max_replicas,
         )
         return replicas
+
+    @property
+    def lead_seconds(self) -> float:
+        """``L`` of the workload: a backtest decides when the replicas are asked, so the lead
+        is the cold start alone (no decision delay)."""
+        return WorkloadPolicy(self.spec).lead_seconds
+
+    def lead_horizons(self, hold: float) -> tuple[int, int]:
+        """First and last horizon (data steps) of the lead window ``[t + L, t + L + hold]``."""
+        return WorkloadPolicy(self.spec, hold=hold).horizon_range(self.data_step)
 
     def require_history(self, steps: int, what: str) -> None:
         """Raise :class:`NotEnoughHistoryError` unless ``steps`` precede ``start``."""

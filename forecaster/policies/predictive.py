@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 
 from forecaster.exceptions import ConfigError, DataValidationError
-from forecaster.policies.base import Grid, Observation, horizon_range
+from forecaster.policies.base import Grid, Observation
 from forecaster.workload import WorkloadSpec
 
 # The quantiles the walk-forward forecasts carry, and so the ones a sweep can try. Fine in the
@@ -69,16 +69,14 @@ class PredictivePolicy:
         """Replicas for the forecast in force at each simulation step."""
         rate = self.rate_at(obs, obs.step_times())
         sized = obs.replicas_for(rate, self.target_utilization or obs.spec.target_utilization)
-        lead_steps = math.ceil(obs.spec.cold_start_model.planning_seconds / obs.sim_step - 1e-9)
+        lead_steps = math.ceil(obs.lead_seconds / obs.sim_step - 1e-9)
         return _trailing_max(sized, lead_steps + 1)
 
     def rate_at(self, obs: Observation, times: np.ndarray) -> np.ndarray:
         """Largest forecast rate over the lead window, as known at each of ``times``."""
         if obs.forecast is None:
             raise ConfigError("this policy needs forecasts: `Observation.forecast` is None")
-        first, last = horizon_range(
-            obs.spec.cold_start_model.planning_seconds, self.hold, obs.data_step
-        )
+        first, last = obs.lead_horizons(self.hold)
         per_origin = obs.forecast.window_max(self.quantile or obs.spec.tau, first, last)
         origins = obs.latest_origin(times)
         if origins.min() < 0 or origins.max() >= len(per_origin):

@@ -12,7 +12,7 @@ from typing import ClassVar
 import numpy as np
 
 from forecaster.exceptions import ConfigError
-from forecaster.policies.base import Grid, Observation, horizon_range
+from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
 from forecaster.workload import WorkloadSpec
@@ -78,9 +78,7 @@ class SeasonalNaivePolicy(ReactivePolicy):
         """Forecast rate per origin (data index); NaN before enough history exists."""
         season = round(self.season / obs.data_step)
         level = max(1, round(self.level_window / obs.data_step))
-        first, last = horizon_range(
-            obs.spec.cold_start_model.planning_seconds, self.hold, obs.data_step
-        )
+        first, last = obs.lead_horizons(self.hold)
         if season < last:
             raise ConfigError(
                 f"`season` ({self.season!r} s) must reach past the lead window "

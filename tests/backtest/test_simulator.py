@@ -8,9 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forecaster.backtest.metrics import compute_metrics
-from forecaster.backtest.simulator import resample_demand, simulate
+from forecaster.backtest.simulator import simulate
 from forecaster.exceptions import DataValidationError
 from forecaster.policies import Observation, make_policy
+from forecaster.resampling import resample_demand
 from forecaster.workload import ColdStart, WorkloadSpec
 
 SPEC = WorkloadSpec(capacity_per_replica=10.0, cold_start=30, slo_latency_seconds=30)

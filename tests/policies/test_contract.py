@@ -13,10 +13,9 @@ from forecaster.policies import (
     Observation,
     Policy,
     QuantileForecast,
-    horizon_range,
     make_policy,
 )
-from forecaster.workload import WorkloadSpec
+from forecaster.workload import WorkloadSpec, horizon_range
 
 DATA_STEP = 60.0
 QUANTILES = (0.5, 0.9)

@@ -18,7 +18,7 @@ from forecaster.models.baseline import LastValue
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
 from serving.models import ServedModel
 from serving.settings import RefreshConfig, WorkloadConfig
-from training.sources.prometheus import PrometheusHistory
+from training.sources.base import FetchedHistory
 
 STEP = 10
 """Grid step of the unit tests' histories, in seconds."""
@@ -67,7 +67,7 @@ class FrameSource:
         step: int | str,
         *,
         covariates: Mapping[str, Mapping[str, str]] | None = None,
-    ) -> PrometheusHistory:
+    ) -> FetchedHistory:
         start, end = pd.Timestamp(start), pd.Timestamp(end)
         with self.lock:
             self.calls.append((tuple(queries), start, end))
@@ -84,7 +84,7 @@ class FrameSource:
             values = part.reindex(grid).to_numpy(dtype=float)
             parts.append(pd.DataFrame({"series": name, "timestamp": grid, "value": values}))
         out = pd.concat(parts, ignore_index=True)
-        return PrometheusHistory(out, (), grid[0], grid[-1], int(step))
+        return FetchedHistory(out, (), grid[0], grid[-1], int(step))
 
     def extend(self, until: pd.Timestamp, levels: Mapping[str, float], step: int = STEP) -> None:
         """Append constant points per workload after the current end, up to ``until``."""

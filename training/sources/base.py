@@ -3,21 +3,50 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
 from forecaster.exceptions import ConfigError
-from training.sources.prometheus import PrometheusHistory, TimeLike
 from training.sources.ranges import SeriesReport, missing_ranges
 
 Clock = Callable[[], pd.Timestamp]
 """Returns the current, tz-aware UTC time."""
 
-FetchedHistory = PrometheusHistory
-"""Long frame on a UTC grid plus one report per (workload, column) listing missing ranges.
-Every source returns this shape (Prometheus's was first, hence the name of the class)."""
+TimeLike = datetime | pd.Timestamp
+"""A tz-aware point in time."""
+
+
+@dataclass(frozen=True)
+class FetchedHistory:
+    """What every source's ``fetch`` returns: a long frame on a UTC grid plus one report per
+    (workload, column) listing its missing ranges.
+
+    Attributes
+    ----------
+    frame
+        Long frame ``series, timestamp, value`` plus one column per covariate.
+    reports
+        One :class:`SeriesReport` per (workload, column), in request order.
+    start, end
+        First and last grid point (UTC).
+    step
+        Grid step in seconds.
+    """
+
+    frame: pd.DataFrame
+    reports: tuple[SeriesReport, ...]
+    start: pd.Timestamp
+    end: pd.Timestamp
+    step: int
+
+    @property
+    def incomplete(self) -> tuple[SeriesReport, ...]:
+        """Reports of the queries with at least one missing grid point."""
+        return tuple(report for report in self.reports if not report.complete)
 
 
 class HistorySource(Protocol):

@@ -30,9 +30,8 @@ from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from forecaster.frame import infer_step
 from training.exceptions import SourceError
-from training.sources.base import Clock, FetchedHistory, grid_bounds, on_grid, utc
+from training.sources.base import Clock, FetchedHistory, TimeLike, grid_bounds, on_grid, utc
 from training.sources.file import load_history, read_series
-from training.sources.prometheus import TimeLike
 
 logger = logging.getLogger(__name__)
 

@@ -52,7 +52,6 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, ClassVar
@@ -66,13 +65,13 @@ from urllib3.util.retry import Retry
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from training.exceptions import HistoryFetchError
+from training.sources.base import FetchedHistory, TimeLike
 from training.sources.prometheus_config import PROMETHEUS_MAX_POINTS, PrometheusConfig
 from training.sources.ranges import SeriesReport, TimeRange, missing_ranges, plan_chunks
 
 __all__ = [
     "PROMETHEUS_MAX_POINTS",
     "PrometheusConfig",
-    "PrometheusHistory",
     "PrometheusSource",
     "SeriesReport",
     "TimeRange",
@@ -83,37 +82,6 @@ logger = logging.getLogger(__name__)
 
 _RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _RESERVED_COLUMNS = frozenset({"series", "timestamp", "value"})
-
-TimeLike = datetime | pd.Timestamp
-"""A tz-aware point in time."""
-
-
-@dataclass(frozen=True)
-class PrometheusHistory:
-    """Result of :meth:`PrometheusSource.fetch`.
-
-    Attributes
-    ----------
-    frame
-        Long frame ``series, timestamp, value`` plus one column per covariate.
-    reports
-        One :class:`SeriesReport` per (workload, column), in request order.
-    start, end
-        First and last grid point (UTC).
-    step
-        Grid step in seconds.
-    """
-
-    frame: pd.DataFrame
-    reports: tuple[SeriesReport, ...]
-    start: pd.Timestamp
-    end: pd.Timestamp
-    step: int
-
-    @property
-    def incomplete(self) -> tuple[SeriesReport, ...]:
-        """Reports of the queries with at least one missing grid point."""
-        return tuple(report for report in self.reports if not report.complete)
 
 
 class _AttemptError(Exception):
@@ -181,7 +149,7 @@ class PrometheusSource:
         step: int | str,
         *,
         covariates: Mapping[str, Mapping[str, str]] | None = None,
-    ) -> PrometheusHistory:
+    ) -> FetchedHistory:
         """Evaluate one query per workload (and its covariates) over ``[start, end]``.
 
         Parameters
@@ -197,7 +165,7 @@ class PrometheusSource:
 
         Returns
         -------
-        PrometheusHistory
+        FetchedHistory
             The long frame and one report per query listing its missing ranges.
 
         Raises
@@ -245,7 +213,7 @@ class PrometheusSource:
                 reports.append(report)
             frames.append(pd.DataFrame(data))
         frame = pd.concat(frames, ignore_index=True)
-        return PrometheusHistory(
+        return FetchedHistory(
             frame=frame,
             reports=tuple(reports),
             start=timestamps[0],
