@@ -44,7 +44,7 @@ from forecaster.exceptions import (
 )
 from forecaster.models import BaseForecaster, make_model
 from forecaster.workload import WorkloadPolicy
-from training.config import FileSourceConfig, PrometheusSourceConfig, TrainConfig
+from training.config import TrainConfig
 from training.exceptions import ModelLoadError, TrackingError
 from training.gate import GateDecision, decide
 from training.registry import CHAMPION, champion_version, load_model_version
@@ -290,22 +290,7 @@ def pull_history(config: TrainConfig, source: HistorySource) -> FetchedHistory:
     settings = config.source
     queries = {w.name: w.demand or w.name for w in config.workloads}
     covariates = {w.name: dict(w.covariates) for w in config.workloads if w.covariates}
-    if isinstance(settings, PrometheusSourceConfig):
-        step = settings.step
-        if settings.end:
-            end = pd.Timestamp(settings.end)
-            end = end.tz_localize("UTC") if end.tzinfo is None else end.tz_convert("UTC")
-        else:
-            end = pd.Timestamp.now(tz="UTC").floor(f"{step}s")
-        start = end - pd.Timedelta(seconds=settings.lookback)
-    else:
-        assert isinstance(settings, FileSourceConfig)
-        # File sources know their own grid and span (see training.sources.files).
-        step = settings.step or int(getattr(source, "data_step"))  # noqa: B009
-        end = getattr(source, "default_end")(step)  # noqa: B009
-        first = getattr(source, "span")()[0]  # noqa: B009
-        lookback = settings.lookback
-        start = first if lookback is None else max(first, end - pd.Timedelta(seconds=lookback))
+    start, end, step = source.window(settings.step, settings.lookback)
     logger.info(
         "pulling %d workloads from %s, %s .. %s every %ss",
         len(queries),

@@ -18,6 +18,8 @@ SourceFactory = Callable[[Any, Clock | None], HistorySource]
 
 
 def _prometheus(settings: Any, clock: Clock | None) -> HistorySource:
+    import pandas as pd
+
     from training.sources.prometheus import PrometheusConfig, PrometheusSource
 
     token = None
@@ -45,7 +47,11 @@ def _prometheus(settings: Any, clock: Clock | None) -> HistorySource:
         max_points_per_request=settings.max_points_per_request,
         method=settings.method,
     )
-    return PrometheusSource(config)
+    end = None
+    if settings.end:
+        end = pd.Timestamp(settings.end)
+        end = end.tz_localize("UTC") if end.tzinfo is None else end.tz_convert("UTC")
+    return PrometheusSource(config, end=end)
 
 
 def _file(settings: Any, clock: Clock | None) -> HistorySource:

@@ -50,11 +50,14 @@ class FetchedHistory:
 
 
 class HistorySource(Protocol):
-    """A source of workload histories on a regular grid.
+    """A source of workload histories on a regular grid, that knows where its data ends."""
 
-    File sources also tell where their data ends (``default_end(step)``) and spans
-    (``span()``); for a live source the end is now.
-    """
+    def window(
+        self, step: int | None, lookback: int | None
+    ) -> tuple[pd.Timestamp, pd.Timestamp, int]:
+        """``(start, end, step)`` of a pull of the last ``lookback`` seconds (``None``: all the
+        source holds) on a grid of ``step`` seconds (``None``: the source's own grid)."""
+        ...
 
     def fetch(
         self,

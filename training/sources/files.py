@@ -197,6 +197,17 @@ class FileSource:
         """Where training ends by default: :meth:`common_end`, so no series ends early."""
         return self.common_end()
 
+    def window(
+        self, step: int | None, lookback: int | None
+    ) -> tuple[pd.Timestamp, pd.Timestamp, int]:
+        """From the first recorded cell (or ``lookback`` before the end) to
+        :meth:`default_end`, on the files' grid unless ``step`` is given."""
+        step = step or self.data_step
+        end = self.default_end(step)
+        first = self.span()[0]
+        start = first if lookback is None else max(first, end - pd.Timedelta(seconds=lookback))
+        return start, end, step
+
     def fetch(
         self,
         queries: Mapping[str, str],

@@ -119,10 +119,22 @@ class PrometheusSource:
 
     name: ClassVar[str] = "prometheus"
 
-    def __init__(self, config: PrometheusConfig) -> None:
+    def __init__(self, config: PrometheusConfig, end: pd.Timestamp | None = None) -> None:
         self.config = config
+        self.end = end
         self._client: PrometheusConnect | None = None
         self._last_response: requests.Response | None = None
+
+    def window(
+        self, step: int | None, lookback: int | None
+    ) -> tuple[pd.Timestamp, pd.Timestamp, int]:
+        """``lookback`` seconds up to :attr:`end` (default: now, on the grid of ``step``)."""
+        if step is None or lookback is None:
+            raise ConfigError(
+                f"a Prometheus pull needs `step` and `lookback`, got {step!r} and {lookback!r}"
+            )
+        end = pd.Timestamp.now(tz="UTC").floor(f"{step}s") if self.end is None else self.end
+        return end - pd.Timedelta(seconds=lookback), end, step
 
     def __enter__(self) -> PrometheusSource:
         return self
