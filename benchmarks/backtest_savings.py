@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -25,6 +26,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+if __name__ == "__main__" and not __package__:
+    # Run as a script: make the repository root importable for `benchmarks.traces`.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.traces import TRACES
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.frame import infer_step, regularize
 from forecaster.scenarios import SCENARIOS
@@ -33,13 +39,6 @@ from training.sources.file import read_series
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 RESULTS = Path(__file__).resolve().parent / "results"
-TRACES = {
-    "nyc_taxi_passengers_30min": ("nyc_taxi_passengers_30min.csv", None),
-    "twitter_volume_amzn_5min": ("twitter_volume_amzn_5min.csv", None),
-    "asg_cpu_utilization_5min": ("asg_cpu_utilization_5min.csv", None),
-    "azure_vm_cpu_5min_relative": ("azure_vm_cpu_5min_relative.csv", "cpu_usage"),
-    "google_cluster_cpu_5min": ("google_cluster_cpu_5min.csv", None),
-}
 # Traces with a daily/weekly cycle, where the issue asks hybrid to beat seasonal-naive by 10 %.
 SEASONAL = {"nyc_taxi_passengers_30min", "azure_vm_cpu_5min_relative", "steady-diurnal"}
 POLICIES = ("static", "reactive", "seasonal-naive", "predictive", "hybrid", "oracle")
@@ -59,7 +58,7 @@ def loaders(data: Path) -> dict[str, Callable[[], pd.DataFrame]]:
     def scenario(name: str) -> Callable[[], pd.DataFrame]:
         return lambda: regularize(SCENARIOS[name](28, 60, 0), 60)
 
-    result = {name: trace(*where) for name, where in TRACES.items()}
+    result = {t.name: trace(t.file, t.value_col) for t in TRACES}
     result.update({name: scenario(name) for name in SCENARIOS})
     return result
 

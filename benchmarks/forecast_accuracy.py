@@ -35,6 +35,7 @@ if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.peers import PEERS, make_peer
+from benchmarks.traces import TRACES
 from forecaster.evaluation import RollingOrigin, evaluate
 from forecaster.frame import regularize, validate_frame
 from forecaster.models import MODELS, make_model
@@ -59,23 +60,6 @@ COVERAGE_BAND = (0.85, 0.95)
 TARGET_WINS = 4
 LEVELS = tuple(f"{q:g}" for q in DEFAULT_QUANTILES)
 
-
-@dataclass(frozen=True)
-class Trace:
-    """One demand-like file of the data directory."""
-
-    name: str
-    file: str
-    value_col: str | None = None
-
-
-TRACES = (
-    Trace("nyc_taxi_passengers_30min", "nyc_taxi_passengers_30min.csv"),
-    Trace("twitter_volume_amzn_5min", "twitter_volume_amzn_5min.csv"),
-    Trace("asg_cpu_utilization_5min", "asg_cpu_utilization_5min.csv"),
-    Trace("azure_vm_cpu_5min_relative", "azure_vm_cpu_5min_relative.csv", "cpu_usage"),
-    Trace("google_cluster_cpu_5min", "google_cluster_cpu_5min.csv"),
-)
 
 NOTES = (
     "Same evaluation code as `prewarm evaluate` (`forecaster.evaluation.evaluate`, "

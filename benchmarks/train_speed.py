@@ -22,13 +22,12 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-TRACES = {
-    "nyc-taxi": ("nyc_taxi_passengers_30min.csv", None),
-    "twitter": ("twitter_volume_amzn_5min.csv", None),
-    "asg-cpu": ("asg_cpu_utilization_5min.csv", None),
-    "azure-vm": ("azure_vm_cpu_5min_relative.csv", "cpu_usage"),
-    "google-cpu": ("google_cluster_cpu_5min.csv", None),
-}
+if __name__ == "__main__" and not __package__:
+    # Run as a script: make the repository root importable for `benchmarks.traces`.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.traces import TRACES
+
 DAYS = 30
 STEP = 60
 END = pd.Timestamp("2026-01-01", tz="UTC")
@@ -39,8 +38,9 @@ def prepare(data_dir: Path, out: Path) -> dict[str, str]:
     from training.sources.file import read_series
 
     files = {}
-    for name, (file, column) in TRACES.items():
-        frame = read_series(data_dir / file, value_col=column)
+    for trace in TRACES:
+        name = trace.workload
+        frame = read_series(data_dir / trace.file, value_col=trace.value_col)
         series = frame.set_index("timestamp")["value"].astype(float)
         series = series[series.index > series.index[-1] - pd.Timedelta(days=DAYS)]
         series.index = series.index - series.index[-1] + END  # align every trace on one end
