@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "evaluate": "prewarm.evaluate:evaluate",
     "manifests": "prewarm.manifests:manifests",
     "serve": "prewarm.serve:serve",
+    "shadow-report": "prewarm.shadow:shadow_report",
     "train": "prewarm.train:train",
 }
 

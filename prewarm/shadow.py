@@ -1,0 +1,369 @@
+"""``prewarm shadow-report``: the champion replayed over a past period of the cluster's own
+Prometheus data, against what the cluster really ran.
+
+Per workload it pulls, over ``[until - since, until)`` on the model's grid, the demand (plus
+the model's context before the period: ``history_cells_needed`` cells), the replicas the
+cluster ran (the workload's ``replicas`` query) and, when configured, the ready ones
+(``ready_replicas``). The champion forecasts every origin of the period in one batched
+predict, each origin from the cells at or before it only (the model's contract) and with no
+refit; its asks, the actual fleet and the hybrid fleet are scored by
+:mod:`forecaster.backtest.shadow`. A workload without a ``replicas`` query is compared with
+the backtest's reactive HPA at its registered policy settings, and the report says so.
+
+Exit codes are those of ``prewarm train``: 2 for a bad configuration or option (the message
+names it and its value), 3 for a data-source failure (the workload and the query named), 1
+for anything else prewarm detects (no champion, an unreadable store).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import click
+import numpy as np
+import pandas as pd
+
+from prewarm.options import configure_logging, log_level_option
+from prewarm.train import EXIT_CONFIG, EXIT_DATA, EXIT_FAILURE
+
+if TYPE_CHECKING:
+    from forecaster.backtest.shadow import OnlineAccuracy, ShadowResult
+    from forecaster.policies.base import QuantileForecast
+    from forecaster.workload import WorkloadPolicy, WorkloadSpec
+    from training.config import TrainConfig, WorkloadConfig
+    from training.registry import LoadedModel
+    from training.sources import FetchedHistory, HistorySource
+
+log = logging.getLogger("prewarm.shadow")
+
+Clock = Callable[[], pd.Timestamp]
+
+
+def wall_clock() -> pd.Timestamp:
+    """Now, in UTC (the default end of the period)."""
+    return pd.Timestamp.now(tz="UTC")
+
+
+@dataclass(frozen=True)
+class Period:
+    """The shadow period ``[start, end)`` on a grid of ``step`` seconds."""
+
+    start: pd.Timestamp
+    end: pd.Timestamp
+    step: int
+
+    @property
+    def cells(self) -> int:
+        """Data cells in the period."""
+        return int((self.end - self.start).total_seconds()) // self.step
+
+
+@dataclass(frozen=True)
+class WorkloadShadow:
+    """One workload's replay and the series its report and plot show."""
+
+    name: str
+    result: ShadowResult
+    accuracy: OnlineAccuracy
+    spec: WorkloadSpec
+    notes: tuple[str, ...]
+
+
+def period_of(since: int, until: pd.Timestamp | None, step: int, clock: Clock) -> Period:
+    """``[until - since, until)`` with ``until`` (default ``clock()``) floored to the grid.
+
+    Raises
+    ------
+    ConfigError
+        ``since`` is not a positive whole number of grid steps.
+    """
+    from forecaster.exceptions import ConfigError
+
+    if since <= 0 or since % step:
+        raise ConfigError(
+            f"`--since` must be a positive multiple of the {step}s grid, got {since}s"
+        )
+    end = (clock() if until is None else until).floor(f"{step}s")
+    return Period(end - pd.Timedelta(seconds=since), end, step)
+
+
+def replay_workloads(
+    config: TrainConfig, loaded: LoadedModel, source: HistorySource, period: Period
+) -> dict[str, WorkloadShadow]:
+    """Pull, forecast and replay every workload of ``config`` over ``period``."""
+    model = loaded.model
+    unknown = [w.name for w in config.workloads if w.name not in model.policies]
+    if unknown:
+        from forecaster.exceptions import ConfigError
+
+        raise ConfigError(
+            f"workloads {unknown} are not in the champion ({loaded.name} v{loaded.version} "
+            f"plans {list(model.workloads)}): train it with them first"
+        )
+    context = model.history_cells_needed + 1
+    first = period.start - pd.Timedelta(seconds=context * period.step)
+    last = period.end - pd.Timedelta(seconds=period.step)  # the period's last cell
+    history = source.fetch(
+        {w.name: w.demand or w.name for w in config.workloads},
+        first,
+        last,
+        period.step,
+        covariates={w.name: dict(w.covariates) for w in config.workloads if w.covariates} or None,
+    )
+    forecasts = _forecasts(loaded, history, context)
+    out = {}
+    for workload in config.workloads:
+        fleet = _fleet(source, workload, period)
+        out[workload.name] = _replay_one(
+            workload, model.policies[workload.name], history, forecasts[workload.name],
+            fleet, context, config.evaluation.seed,
+        )  # fmt: skip
+    return out
+
+
+def _forecasts(
+    loaded: LoadedModel, history: FetchedHistory, context: int
+) -> dict[str, QuantileForecast]:
+    """Each workload's forecasts from every origin in force during the period (origins
+    ``context - 1`` .. the period's second-to-last cell), rows aligned to the history's cells,
+    in one batched predict."""
+    from forecaster.models.base import quantile_column
+    from forecaster.policies.base import QuantileForecast
+
+    forecaster = loaded.model.forecaster
+    frame = history.frame
+    times = pd.DatetimeIndex(frame["timestamp"].drop_duplicates().sort_values())
+    predicted = forecaster.predict(frame, origins=times[context - 1 : -1])
+    horizons = tuple(int(h) for h in forecaster.horizons)
+    quantiles = tuple(float(q) for q in forecaster.quantiles)
+    columns = [quantile_column(q) for q in quantiles]
+    out = {}
+    for name, part in predicted.groupby("series", sort=False):
+        values = np.full((len(times), len(horizons), len(quantiles)), np.nan)
+        row = times.get_indexer(pd.DatetimeIndex(part["origin"]))
+        column = np.searchsorted(horizons, part["horizon"].to_numpy())
+        values[row, column, :] = part[columns].to_numpy(dtype=float)
+        out[str(name)] = QuantileForecast(values, horizons, quantiles)
+    return out
+
+
+@dataclass(frozen=True)
+class _Fleet:
+    replicas: np.ndarray | None
+    ready: np.ndarray | None
+    notes: tuple[str, ...]
+
+
+def _fleet(source: HistorySource, workload: WorkloadConfig, period: Period) -> _Fleet:
+    """The measured replicas (and ready ones) per cell of the period, or nothing without a
+    ``replicas`` query. Missing cells take the last count measured before them (a count
+    holds until it changes)."""
+    if workload.replicas is None:
+        return _Fleet(None, None, ("no `replicas` query: compared with the simulated reactive "
+                                   "HPA at the registered policy settings",))  # fmt: skip
+    queries = {"replicas": workload.replicas, "ready_replicas": workload.ready_replicas}
+    series, notes = {}, []
+    last = period.end - pd.Timedelta(seconds=period.step)
+    for field, query in queries.items():
+        if query is None:
+            continue
+        fetched = source.fetch({workload.name: query}, period.start, last, period.step)
+        values = pd.Series(fetched.frame["value"].to_numpy(dtype=float))
+        missing = int(values.isna().sum())
+        if missing:
+            notes.append(
+                f"`{field}`: {missing} of {len(values)} cells missing, the last count held"
+            )
+        series[field] = values.ffill().bfill().round().to_numpy()
+    return _Fleet(series["replicas"], series.get("ready_replicas"), tuple(notes))
+
+
+def _replay_one(
+    workload: WorkloadConfig,
+    policy: WorkloadPolicy,
+    history: FetchedHistory,
+    forecast: QuantileForecast,
+    fleet: _Fleet,
+    context: int,
+    seed: int,
+) -> WorkloadShadow:
+    from forecaster.backtest.shadow import (
+        asks_per_origin,
+        online_accuracy,
+        reactive_fleet,
+        replay,
+    )
+
+    frame = history.frame
+    raw = frame.loc[frame["series"] == workload.name, "value"].to_numpy(dtype=float)
+    notes = list(fleet.notes)
+    gaps = int(np.isnan(raw[context:]).sum())
+    if gaps:
+        notes.append(f"demand: {gaps} cells of the period missing, replayed interpolated")
+    demand = pd.Series(raw).interpolate(limit_direction="both").fillna(0.0).to_numpy()
+    # The ask in force during cell k is the one of origin k - 1 (the latest cell observed).
+    asks = asks_per_origin(forecast, policy, history.step)[context - 1 : -1]
+    if fleet.replicas is None:
+        simulated = reactive_fleet(demand, context, history.step, policy)
+        result = replay(demand[context:], history.step, policy, asks, simulated,
+                        measured=False, seed=seed)  # fmt: skip
+    else:
+        result = replay(demand[context:], history.step, policy, asks, fleet.replicas,
+                        fleet.ready, seed=seed)  # fmt: skip
+    return WorkloadShadow(
+        name=workload.name,
+        result=result,
+        accuracy=online_accuracy(raw, forecast, policy, history.step),
+        spec=policy.spec,
+        notes=tuple(notes),
+    )
+
+
+# -- command ---------------------------------------------------------------------------------
+
+
+@click.command(
+    epilog=(
+        "\b\nExit codes:\n"
+        "  0  report written\n"
+        "  1  unexpected failure (no champion, MLflow store unreadable, output not writable)\n"
+        "  2  bad configuration or option\n"
+        "  3  data-source failure (unreachable, timeout, bad answer, no series)"
+    )
+)
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML configuration with a prometheus source (see examples/).",
+)
+@click.option("--since", default="7d", show_default=True, help="Length of the period replayed.")
+@click.option("--until", default=None, help="End of the period (ISO-8601, naive = UTC); now.")
+@click.option(
+    "--out",
+    "out_dir",
+    default="shadow-report",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory of the Markdown report, plots and JSON.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the JSON document here.",
+)
+@click.option(
+    "--tracking-uri",
+    help="MLflow tracking URI; overrides PREWARM_MLFLOW_TRACKING_URI and the config.",
+)
+@log_level_option(default="WARNING")
+def shadow_report(
+    config_path: Path,
+    since: str,
+    until: str | None,
+    out_dir: Path,
+    json_path: Path | None,
+    tracking_uri: str | None,
+    log_level: str,
+) -> None:
+    """Replay the champion over a past period and compare it with what the cluster ran.
+
+    Actual replica-hours, cost and estimated unserved work against the hybrid fleet's
+    (prewarm's asks combined with the HPA's replicas by max, with the cold start), the hours
+    where prewarm would have added capacity the HPA lacked, and the online forecast
+    accuracy. Nothing is scaled: it only reads Prometheus and the MLflow registry.
+    """
+    configure_logging(log_level)
+    run(config_path, since, until, out_dir, json_path, tracking_uri, wall_clock)
+
+
+def run(
+    config_path: Path,
+    since: str,
+    until: str | None,
+    out_dir: Path,
+    json_path: Path | None,
+    tracking_uri: str | None,
+    clock: Clock,
+) -> None:
+    """The command's body, with the clock that sets the default end of the period."""
+    from forecaster.exceptions import ConfigError, DataValidationError, PrewarmError
+    from prewarm import shadow_report as report
+    from training.exceptions import ModelLoadError, SourceError, TrackingError
+
+    try:
+        config, seconds, end = _inputs(config_path, since, until)
+        loaded = _champion(config, tracking_uri)
+        period = period_of(seconds, end, loaded.step, clock)
+        source = _source(config)
+        try:
+            shadows = replay_workloads(config, loaded, source, period)
+        finally:
+            source.close()
+    except (SourceError, DataValidationError) as exc:
+        log.error("data-source failure: %s", exc)
+        _fail(f"data-source failure: {exc}", EXIT_DATA)
+    except ConfigError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+    except (ModelLoadError, TrackingError, PrewarmError) as exc:
+        _fail(str(exc), EXIT_FAILURE)
+    document = report.to_json(shadows, period, f"{loaded.name} v{loaded.version}")
+    try:
+        report.write(shadows, document, out_dir, json_path)
+    except OSError as exc:
+        _fail(f"cannot write the report: {exc}", EXIT_FAILURE)
+    report.print_summary(document, out_dir)
+
+
+def _inputs(
+    config_path: Path, since: str, until: str | None
+) -> tuple[TrainConfig, int, pd.Timestamp | None]:
+    """The config (with a prometheus source), ``--since`` in seconds and ``--until``."""
+    from forecaster.duration import parse_duration
+    from forecaster.exceptions import ConfigError
+    from training.config import PrometheusSourceConfig, load_config
+
+    config = load_config(config_path)
+    if not isinstance(config.source, PrometheusSourceConfig):
+        raise ConfigError(
+            f"{config_path}: source.type must be 'prometheus' for a shadow report (the "
+            f"cluster's own data), got {config.source.type!r}"
+        )
+    seconds = parse_duration(since, name="--since")
+    if until is None:
+        return config, seconds, None
+    try:
+        end = pd.Timestamp(until)
+    except ValueError:
+        raise ConfigError(f"`--until` must be an ISO-8601 time, got {until!r}") from None
+    return config, seconds, end.tz_localize("UTC") if end.tzinfo is None else end.tz_convert("UTC")
+
+
+def _champion(config: TrainConfig, tracking_uri: str | None) -> LoadedModel:
+    from training.registry import load_champion
+    from training.settings import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
+    return load_champion(config.mlflow.registered_model, uri)
+
+
+def _source(config: TrainConfig) -> HistorySource:
+    from training.sources import make_source
+
+    return make_source(config.source.type, config.source)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
+
+
+__all__ = ["Period", "WorkloadShadow", "period_of", "replay_workloads", "shadow_report"]

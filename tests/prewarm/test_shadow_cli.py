@@ -1,0 +1,60 @@
+"""``prewarm shadow-report`` refuses bad input before it reads anything, naming it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from prewarm.cli import cli
+from prewarm.train import EXIT_CONFIG, EXIT_FAILURE
+
+WORKLOAD = {"name": "chat", "demand": "demand", "capacity": {"capacity_per_replica": 2}}
+PROMETHEUS = {"type": "prometheus", "url": "http://127.0.0.1:9"}
+
+
+def invoke(tmp_path: Path, document: dict[str, Any], *options: str) -> Any:
+    config = tmp_path / "prewarm.yaml"
+    config.write_text(yaml.safe_dump(document))
+    return CliRunner().invoke(
+        cli,
+        ["shadow-report", "--config", str(config), "--out", str(tmp_path / "out"),
+         "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", *options],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("document", "options", "named"),
+    [
+        ({"source": PROMETHEUS, "workloads": [WORKLOAD]}, ["--since", "soon"], "'soon'"),
+        ({"source": PROMETHEUS, "workloads": [WORKLOAD]}, ["--until", "later"], "'later'"),
+        (
+            {"source": {"type": "file", "path": "x.csv"}, "workloads": [WORKLOAD]},
+            [],
+            "source.type must be 'prometheus'",
+        ),
+        (
+            {"source": PROMETHEUS, "workloads": [{**WORKLOAD, "ready_replicas": "ready"}]},
+            [],
+            "workloads[0] (chat): `ready_replicas` needs a `replicas` query, got "
+            "ready_replicas 'ready'",
+        ),
+    ],
+    ids=["since", "until", "file-source", "ready-without-replicas"],
+)
+def test_bad_input_is_refused_naming_it(
+    tmp_path: Path, document: dict[str, Any], options: list[str], named: str
+) -> None:
+    outcome = invoke(tmp_path, document, *options)
+    assert outcome.exit_code == EXIT_CONFIG, outcome.output
+    assert named in outcome.output
+    assert "Traceback" not in outcome.output
+
+
+def test_without_a_champion_it_says_to_train_first(tmp_path: Path) -> None:
+    outcome = invoke(tmp_path, {"source": PROMETHEUS, "workloads": [WORKLOAD]})
+    assert outcome.exit_code == EXIT_FAILURE, outcome.output
+    assert "prewarm train" in outcome.output
