@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -58,3 +59,14 @@ def test_without_a_champion_it_says_to_train_first(tmp_path: Path) -> None:
     outcome = invoke(tmp_path, {"source": PROMETHEUS, "workloads": [WORKLOAD]})
     assert outcome.exit_code == EXIT_FAILURE, outcome.output
     assert "prewarm train" in outcome.output
+
+
+def test_the_period_ends_at_the_clock_floored_to_the_grid() -> None:
+    from prewarm.shadow import period_of
+
+    period = period_of(2 * 3600, None, 60, lambda: pd.Timestamp("2026-03-03T10:17:42Z"))
+    assert (period.start, period.end) == (
+        pd.Timestamp("2026-03-03T08:17:00Z"),
+        pd.Timestamp("2026-03-03T10:17:00Z"),
+    )
+    assert period.cells == 120
