@@ -100,7 +100,7 @@ class OneVersion:
         return "1"
 
     def load(self, name: str, version: str) -> Any:
-        from serving.models import ServedModel
+        from serving.engine.models import ServedModel
 
         return ServedModel(name, version, self.model)
 
@@ -159,9 +159,9 @@ def serve(port: int, n: int, refresh_every: float | None = None) -> None:
 
     import uvicorn
 
-    from serving.app import create_app, uvicorn_config
-    from serving.observability import configure_logging
-    from serving.runtime import ServingComponents
+    from serving.api.app import create_app, uvicorn_config
+    from serving.api.runtime import ServingComponents
+    from serving.engine.observability import configure_logging
     from serving.settings import ServingSettings
 
     configure_logging("WARNING")  # warnings with their fields, as `prewarm serve` logs them
@@ -298,14 +298,15 @@ def latency(n: int, duration: int, refresh_every: float | None = None) -> dict[s
 
 # -- 2. refresh cycle ----------------------------------------------------------------------
 def refresh(n: int, ticks: int = 5) -> dict[str, Any]:
-    from serving.models import ModelWatcher
-    from serving.observability import ServingMetrics, configure_logging
-    from serving.refresher import Refresher, empty_snapshot
-    from serving.snapshot import SnapshotStore
+    from serving.engine.models import ModelWatcher
+    from serving.engine.observability import ServingMetrics, configure_logging
+    from serving.engine.refresher import Refresher, empty_snapshot
+    from serving.engine.snapshot import SnapshotStore
+    from serving.wire.replies import Replies
 
     configure_logging("WARNING")
     config, source, planner = build(n)
-    store = SnapshotStore(empty_snapshot(config))
+    store = SnapshotStore(empty_snapshot(config), Replies)
     refresher = Refresher(
         config,
         lambda: source,

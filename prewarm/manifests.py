@@ -36,7 +36,7 @@ Kind = Literal["hpa", "keda"]
 # The Service of deploy/serving/service.yaml: where KEDA reaches prewarm's JSON endpoint.
 SERVE_URL = "https://prewarm-serve.prewarm.svc:443"
 # The forecast metric whose target the backtest simulates (demand per replica at the forecast
-# path's utilization); serving/k8s.py serves it, selected by the workload label.
+# path's utilization); serving/wire/k8s.py serves it, selected by the workload label.
 FORECAST_METRIC = "prewarm_forecast_demand"
 TOLERANCE_NOTE = (
     "per-HPA tolerance (KEP-4951): Kubernetes >= 1.35 (beta, on by default); "
@@ -234,7 +234,7 @@ def _milli(value: float) -> Decimal:
 
 
 def _quantity(value: float) -> str:
-    from serving.quantity import format_quantity
+    from serving.wire.quantity import format_quantity
 
     return format_quantity(_milli(value))
 

@@ -12,8 +12,8 @@ from prewarm.options import user_errors
 
 def build_components(config_path: Path, tracking_uri: str | None) -> Any:
     """Read the config file and assemble the serving components (source, registry, config)."""
-    from serving.models import MlflowRegistry
-    from serving.runtime import ServingComponents
+    from serving.api.runtime import ServingComponents
+    from serving.engine.models import MlflowRegistry
     from serving.settings import refresh_config_from_project
     from training.config import load_config
     from training.settings import resolve_tracking_uri
@@ -78,8 +78,8 @@ def serve(
     """Serve forecasts to the HPA (External Metrics API) and to KEDA (HTTP and gRPC)."""
     import uvicorn
 
-    from serving.app import create_app, uvicorn_config
-    from serving.observability import configure_logging
+    from serving.api.app import create_app, uvicorn_config
+    from serving.engine.observability import configure_logging
     from serving.settings import ServingSettings
 
     with user_errors():

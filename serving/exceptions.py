@@ -1,7 +1,7 @@
 """Errors raised by the serving layer.
 
 Each error that can reach a client carries the HTTP status and the gRPC status code name it
-maps to, so the app needs one exception handler (see :func:`serving.k8s.status_from_error`),
+maps to, so the app needs one exception handler (see :func:`serving.wire.k8s.status_from_error`),
 the gRPC servicer one ``context.abort(grpc.StatusCode[exc.grpc_code], str(exc))``, and
 clients never see a traceback. Messages name the argument at fault and echo the offending value.
 """

@@ -108,7 +108,7 @@ class WorkloadConfig:
     policy : WorkloadPolicy
         The workload's policy as the config file states it. Serving plans with the policy
         registered with the model version; this one only has to agree with it (a workload
-        whose policy differs is refused, see :mod:`serving.drift`).
+        whose policy differs is refused, see :mod:`serving.engine.drift`).
     covariates : mapping of str to str, default {}
         Covariate column -> query.
     deferred : sequence of str, default ()
@@ -145,7 +145,7 @@ class RefreshConfig:
     fetch_workers : int, default 8
         Batches of workloads fetched concurrently (one source call per batch).
     plan_in_process : bool, default False
-        Plan in a child process (:mod:`serving.planner`) instead of a thread of the serving
+        Plan in a child process (:mod:`serving.engine.planner`) instead of a thread of the serving
         process, so that planning does not hold the interpreter lock the requests need.
         ``prewarm serve`` turns it on.
     """

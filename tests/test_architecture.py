@@ -3,7 +3,7 @@
 Every module of ``forecaster`` < ``training`` < ``serving`` < ``prewarm`` < ``benchmarks``
 imports only its own layer and earlier ones, and no two modules (nor two sub-packages such as
 ``forecaster.policies`` and ``forecaster.backtest``) import each other, directly or round a
-circle.
+circle. Inside ``serving``, ``engine`` < ``wire`` < ``api``.
 
 ``forecaster`` is pure.
 
@@ -108,7 +108,7 @@ def test_forecaster_imports_no_project_package_and_no_io(path: Path) -> None:
     [
         ("training.sources.file", False),
         ("prewarm", False),
-        ("serving.app", False),
+        ("serving.api.app", False),
         ("pathlib", False),
         ("urllib.request", False),
         ("requests", False),
@@ -271,6 +271,27 @@ def test_no_import_cycle_between_subpackages() -> None:
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
 
 
+# ``serving``'s own layers: the engine plans, the wire formats encode what it planned, the API
+# answers with them. The shared modules (settings, exceptions) sit below all three.
+SERVING_LAYERS = ("serving.engine", "serving.wire", "serving.api")
+
+
+def serving_layer(module: str) -> int:
+    unit = ".".join(module.split(".")[:2])
+    return SERVING_LAYERS.index(unit) + 1 if unit in SERVING_LAYERS else 0
+
+
+def test_serving_engine_wire_api_point_one_way() -> None:
+    found = sorted(
+        f"{module} -> {target}"
+        for module, targets in GRAPH.items()
+        if module.startswith("serving.")
+        for target in targets
+        if target.startswith("serving.") and serving_layer(target) > serving_layer(module)
+    )
+    assert not found, "imports against serving's layers: " + ", ".join(found)
+
+
 @pytest.mark.parametrize(
     ("graph", "upward", "cycle"),
     [
@@ -300,5 +321,5 @@ def test_a_lazy_import_counts() -> None:
 
 
 def test_a_type_checking_import_does_not_count() -> None:
-    tree = ast.parse("import typing\nif typing.TYPE_CHECKING:\n    import serving.app\n")
-    assert project_imports(tree, "serving.models", is_package=False) == set()
+    tree = ast.parse("import typing\nif typing.TYPE_CHECKING:\n    import serving.api.app\n")
+    assert project_imports(tree, "serving.engine.models", is_package=False) == set()

@@ -22,11 +22,11 @@ import pytest
 from mlflow import MlflowClient
 
 from forecaster.scenarios import gpu_inference_demand
-from serving.app import create_app, uvicorn_config
-from serving.models import MlflowRegistry
-from serving.runtime import ServingComponents
+from serving.api.app import create_app, uvicorn_config
+from serving.api.runtime import ServingComponents
+from serving.engine.models import MlflowRegistry
 from serving.settings import ServingSettings, refresh_config_from_project
-from serving.stubs import load_externalscaler
+from serving.wire.stubs import load_externalscaler
 from tests.serving.support import FrameSource, free_port, running, wait_until
 from training.config import TrainConfig, parse_config
 from training.pipeline import TrainResult, run_training
@@ -206,7 +206,7 @@ def test_a_drifted_workload_is_refused_field_by_field(
 def test_drift_is_logged_once_with_its_fields(
     trained: Trained, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="serving.refresher")
+    caplog.set_level(logging.INFO, logger="serving.engine.refresher")
     app, settings = _serve(trained, _config(trained.root, {"hold": "10m"}))
     with running(app, lambda a: uvicorn_config(a, settings)):
         runtime = app.state.runtime

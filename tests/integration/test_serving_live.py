@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client import Gauge as LiveGauge
 
 import tests.integration.prometheus as prom
-from serving.stubs import load_externalscaler
+from serving.wire.stubs import load_externalscaler
 from tests.integration.prometheus import Gauge, PrometheusServer, free_port
 from tests.serving.support import fit_planner, specs, wait_until
 

@@ -16,7 +16,7 @@ import uvicorn
 
 from forecaster.models.baseline import LastValue
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
-from serving.models import ServedModel
+from serving.engine.models import ServedModel
 from serving.settings import RefreshConfig, WorkloadConfig
 from training.sources.base import FetchedHistory
 

@@ -20,10 +20,10 @@ import httpx
 import pandas as pd
 import pytest
 
-from serving.app import create_app, uvicorn_config
-from serving.runtime import ServingComponents
+from serving.api.app import create_app, uvicorn_config
+from serving.api.runtime import ServingComponents
 from serving.settings import ServingSettings
-from serving.stubs import load_externalscaler
+from serving.wire.stubs import load_externalscaler
 from tests.serving.support import (
     DictRegistry,
     FrameSource,
@@ -446,7 +446,7 @@ def test_https_with_client_certificate_check(tmp_path: Path) -> None:
 def test_metric_bodies_are_the_documents_of_the_current_forecast(served: Served) -> None:
     from datetime import UTC, datetime
 
-    from serving import k8s
+    from serving.wire import k8s
 
     for metric in ("prewarm_desired_replicas", "prewarm_forecast_demand"):
         response = served.http.get(
@@ -492,7 +492,7 @@ def test_a_stalled_refresher_turns_into_503_at_read_time() -> None:
     from dataclasses import replace
     from datetime import UTC, datetime, timedelta
 
-    from serving.snapshot import Snapshot
+    from serving.engine.snapshot import Snapshot
 
     now = pd.Timestamp.now(tz="UTC")
     levels = {"chat": 40.0}

@@ -11,7 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from serving import k8s
+from serving.wire import k8s
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "serving"
 KUBERNETES_VERSION = "1.30.0"

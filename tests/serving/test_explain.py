@@ -12,11 +12,11 @@ import httpx
 import pandas as pd
 import pytest
 
-from serving.app import create_app, uvicorn_config
-from serving.explain import explanation
-from serving.runtime import ServingComponents
+from serving.api.app import create_app, uvicorn_config
+from serving.api.explain import explanation
+from serving.api.runtime import ServingComponents
+from serving.engine.snapshot import Snapshot, WorkloadForecast, WorkloadState
 from serving.settings import ServingSettings
-from serving.snapshot import Snapshot, WorkloadForecast, WorkloadState
 from tests.serving.support import (
     DictRegistry,
     FrameSource,

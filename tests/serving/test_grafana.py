@@ -14,8 +14,8 @@ import pytest
 import yaml
 from prometheus_client.core import Metric
 
-from serving.observability import ServingMetrics
-from serving.snapshot import Snapshot, WorkloadForecast, WorkloadState
+from serving.engine.observability import ServingMetrics
+from serving.engine.snapshot import Snapshot, WorkloadForecast, WorkloadState
 from tests.integration.prometheus import require_binaries
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "prewarm.json"

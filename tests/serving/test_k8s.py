@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from serving import k8s
 from serving.exceptions import (
     AuthenticationError,
     ForecastUnavailableError,
@@ -17,8 +16,9 @@ from serving.exceptions import (
     SelectorError,
     UnknownWorkloadError,
 )
-from serving.k8s import ExternalMetricValue
-from serving.selector import parse_selector
+from serving.wire import k8s
+from serving.wire.k8s import ExternalMetricValue
+from serving.wire.selector import parse_selector
 
 NOON = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from serving.exceptions import QuantityError
-from serving.quantity import MAX_QUANTITY, format_quantity, milli_value, parse_quantity
+from serving.wire.quantity import MAX_QUANTITY, format_quantity, milli_value, parse_quantity
 
 # Values and outputs from the table and interfaces.md 1.3 (Go's canonical output).
 CANONICAL = [

@@ -10,12 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from serving.engine.models import ModelLoadFailedError, ModelWatcher
+from serving.engine.observability import ServingMetrics
+from serving.engine.refresher import Refresher, empty_snapshot
+from serving.engine.snapshot import SnapshotStore
+from serving.engine.window import RollingWindow, WorkloadQuery
 from serving.exceptions import ForecastUnavailableError, UnknownWorkloadError
-from serving.models import ModelLoadFailedError, ModelWatcher
-from serving.observability import ServingMetrics
-from serving.refresher import Refresher, empty_snapshot
-from serving.snapshot import SnapshotStore
-from serving.window import RollingWindow, WorkloadQuery
+from serving.wire.replies import Replies
 from tests.serving.support import (
     STEP,
     DictRegistry,
@@ -65,7 +66,7 @@ def build(
     registry = DictRegistry("prewarm-test")
     registry.add(planner or fit_planner(frame, specs(LEVELS)))
     cfg = refresh_config(LEVELS, **config)
-    store = SnapshotStore(empty_snapshot(cfg))
+    store = SnapshotStore(empty_snapshot(cfg), Replies)
     watcher = ModelWatcher(registry, cfg.model_name, poll_interval=0.0)
     refresher = Refresher(
         cfg, lambda: source, watcher, store, ServingMetrics(lambda: store.current)

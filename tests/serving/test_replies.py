@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from serving import k8s
+from serving.api.external_metrics import workload_for_query
+from serving.engine.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
 from serving.exceptions import SelectorError
-from serving.external_metrics import workload_for_query
-from serving.replies import Replies, forecast_document
-from serving.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
+from serving.wire import k8s
+from serving.wire.replies import Replies, forecast_document
 
 NOW = datetime(2026, 5, 1, 12, 0, 30, 250000, tzinfo=UTC)
 
@@ -94,10 +94,17 @@ def test_nothing_is_served_stale_unknown_or_without_forecast() -> None:
 
 
 def test_publish_encodes_before_the_swap() -> None:
-    store = SnapshotStore(snapshot())
+    encoded: list[Snapshot] = []
+
+    def encode(snap: Snapshot, previous: Replies | None) -> Replies:
+        encoded.append(snap)
+        return Replies(snap, previous)
+
+    store = SnapshotStore(snapshot(), encode)
     fresh = snapshot()
     store.publish(fresh)
-    assert "replies" in vars(fresh)  # built by publish, not by the first request
+    assert encoded[-1] is fresh  # built by publish, not by the first request
+    assert store.current is fresh
 
 
 def test_selector_cache_by_raw_query() -> None:
@@ -114,8 +121,8 @@ def test_selector_cache_by_raw_query() -> None:
 
 def test_unchanged_forecasts_keep_their_bodies_across_publishes() -> None:
     first = snapshot()
-    store = SnapshotStore(first)
-    store.publish(first)
+    store = SnapshotStore(first, Replies)
+    before = store.encoded
     renewed = forecast("chat", NOW, desired_replicas=4)
     second = Snapshot(
         states={**first.states, "chat": WorkloadState("chat", renewed)},
@@ -124,8 +131,8 @@ def test_unchanged_forecasts_keep_their_bodies_across_publishes() -> None:
     )
     store.publish(second)
     now = NOW + timedelta(seconds=1)
-    embed_before = first.replies.metric("embed", k8s.METRIC_DESIRED_REPLICAS, now)
-    embed_after = second.replies.metric("embed", k8s.METRIC_DESIRED_REPLICAS, now)
+    embed_before = before.metric("embed", k8s.METRIC_DESIRED_REPLICAS, now)
+    embed_after = store.encoded.metric("embed", k8s.METRIC_DESIRED_REPLICAS, now)
     assert embed_after is embed_before  # carried over, not encoded again
-    chat = json.loads(second.replies.metric("chat", k8s.METRIC_DESIRED_REPLICAS, now) or b"")
+    chat = json.loads(store.encoded.metric("chat", k8s.METRIC_DESIRED_REPLICAS, now) or b"")
     assert chat["items"][0]["value"] == "4"

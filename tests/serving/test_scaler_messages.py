@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from serving.exceptions import MetadataError, QuantityError
-from serving.scaler_messages import metric_spec, metric_value, workload_from_metadata
-from serving.stubs import load_externalscaler
+from serving.wire.scaler_messages import metric_spec, metric_value, workload_from_metadata
+from serving.wire.stubs import load_externalscaler
 
 
 @pytest.fixture(scope="module")

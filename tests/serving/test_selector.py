@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from serving.exceptions import SelectorError
-from serving.selector import (
+from serving.wire.selector import (
     Operator,
     Requirement,
     Selector,

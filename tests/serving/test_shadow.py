@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from serving.app import create_app, uvicorn_config
-from serving.runtime import ServingComponents
+from serving.api.app import create_app, uvicorn_config
+from serving.api.runtime import ServingComponents
 from serving.settings import ServingSettings
-from serving.stubs import load_externalscaler
+from serving.wire.stubs import load_externalscaler
 from tests.serving.support import (
     DictRegistry,
     FrameSource,
@@ -67,14 +67,14 @@ def shadow() -> Iterator[Shadow]:
     settings = ServingSettings(port=free_port(), grpc_port=0, shadow=True)
     app = create_app(settings, ServingComponents(config, lambda: FrameSource(frame), registry))
     records = _Records()
-    logging.getLogger("serving.app").addHandler(records)
+    logging.getLogger("serving.api.app").addHandler(records)
     try:
         with running(app, lambda a: uvicorn_config(a, settings)):
             runtime = app.state.runtime
             wait_until(lambda: all(s.forecast for s in runtime.store.current.states.values()))
             yield Shadow(app, settings.port, records.messages)
     finally:
-        logging.getLogger("serving.app").removeHandler(records)
+        logging.getLogger("serving.api.app").removeHandler(records)
 
 
 def _hold(response: httpx.Response) -> None:

@@ -15,7 +15,7 @@ import pytest
 from google.protobuf.descriptor import FieldDescriptor
 
 from serving.exceptions import UnknownWorkloadError
-from serving.stubs import STUBS_DIR, generate_stubs, load_externalscaler
+from serving.wire.stubs import STUBS_DIR, generate_stubs, load_externalscaler
 
 
 @pytest.fixture(scope="module")
@@ -284,9 +284,9 @@ def test_generation_is_skipped_when_current_and_redone_when_forced() -> None:
 
 def test_importing_serving_generates_and_imports_nothing() -> None:
     code = (
-        "import sys; import serving, serving.k8s, serving.selector, serving.quantity, "
-        "serving.stubs, serving.exceptions; "
-        "print(sorted(m for m in sys.modules if m.startswith(('grpc', 'serving._proto'))))"
+        "import sys; import serving, serving.wire.k8s, serving.wire.selector, "
+        "serving.wire.quantity, serving.wire.stubs, serving.exceptions; "
+        "print(sorted(m for m in sys.modules if m.startswith(('grpc', 'serving.wire._proto'))))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60

@@ -13,9 +13,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Response
 
-from serving import k8s, replies
-from serving.runtime import Authorized, CurrentSnapshot, Runtime, RuntimeDep
-from serving.snapshot import WorkloadForecast, WorkloadStatus
+from serving.api.runtime import Authorized, CurrentSnapshot, Runtime, RuntimeDep
+from serving.engine.snapshot import WorkloadForecast, WorkloadStatus
+from serving.wire import k8s, replies
 
 __all__ = ["forecast_document", "forecast_reply", "router"]
 
@@ -34,7 +34,7 @@ def _json(document: dict[str, Any]) -> Response:
 def forecast_reply(runtime: Runtime, name: str, authorization: str | None) -> bytes:
     """The forecast document of workload ``name`` as JSON bytes.
 
-    The app calls it straight from its ASGI entry point (see :mod:`serving.app`); the route
+    The app calls it straight from its ASGI entry point (see :mod:`serving.api.app`); the route
     below is the same function behind FastAPI.
 
     Raises
@@ -43,7 +43,7 @@ def forecast_reply(runtime: Runtime, name: str, authorization: str | None) -> by
         401 (checked first), 404 and 503 (stale or missing forecast).
     """
     runtime.verifier.check(authorization)
-    body = runtime.store.current.replies.keda(name, datetime.now(UTC))
+    body = runtime.store.encoded.keda(name, datetime.now(UTC))
     if body is not None:
         return body
     forecast = runtime.forecast(name, api="keda")

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from serving.exceptions import ServingError, UnknownMetricError, UnknownWorkloadError
-from serving.quantity import format_quantity
+from serving.wire.quantity import format_quantity
 
 __all__ = [
     "API_PATH",

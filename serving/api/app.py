@@ -1,6 +1,6 @@
 """The serving app: ``create_app(settings, components)`` and its lifespan.
 
-The lifespan builds the :class:`~serving.runtime.Runtime`, starts the gRPC external scaler
+The lifespan builds the :class:`~serving.api.runtime.Runtime`, starts the gRPC external scaler
 and the background refresher, and stops them in reverse order. Nothing happens at import.
 
 Run it under uvicorn (``prewarm serve`` does)::
@@ -30,11 +30,12 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from serving import explain, external_metrics, health, k8s, keda
+from serving.api import explain, external_metrics, health, keda
+from serving.api.grpc_server import GrpcServer
+from serving.api.runtime import Runtime, ServingComponents
 from serving.exceptions import ServingError
-from serving.grpc_server import GrpcServer
-from serving.runtime import Runtime, ServingComponents
 from serving.settings import ServingSettings
+from serving.wire import k8s
 
 __all__ = ["PrewarmApp", "create_app", "uvicorn_config"]
 
@@ -147,7 +148,7 @@ def create_app(settings: ServingSettings, components: ServingComponents) -> Prew
     Returns
     -------
     PrewarmApp
-        A FastAPI app; ``app.state.runtime`` holds the :class:`~serving.runtime.Runtime`
+        A FastAPI app; ``app.state.runtime`` holds the :class:`~serving.api.runtime.Runtime`
         once started.
     """
 

@@ -5,7 +5,7 @@ get a 2xx); a metric value is a snapshot read. The selector is decoded from the 
 string, so ``+`` and percent-escapes are read exactly as Go's ``url.Values.Encode`` wrote them.
 
 :func:`metric_reply` is the whole per-request work of a metric value: the app calls it
-straight from its ASGI entry point (see :mod:`serving.app`) and the route below is the same
+straight from its ASGI entry point (see :mod:`serving.api.app`) and the route below is the same
 function behind FastAPI, for the methods and paths the direct path does not take.
 """
 
@@ -16,10 +16,10 @@ from functools import lru_cache
 
 from fastapi import APIRouter, Request, Response
 
-from serving import k8s
-from serving.replies import encode_metric
-from serving.runtime import Runtime, RuntimeDep
-from serving.selector import selector_from_query, workload_from_selector
+from serving.api.runtime import Runtime, RuntimeDep
+from serving.wire import k8s
+from serving.wire.replies import encode_metric
+from serving.wire.selector import selector_from_query, workload_from_selector
 
 __all__ = ["metric_reply", "router", "workload_for_query"]
 
@@ -70,7 +70,7 @@ def metric_reply(runtime: Runtime, namespace: str, metric: str, query: str) -> b
     """
     k8s.check_metric(metric, namespace)
     workload = workload_for_query(query)
-    body = runtime.store.current.replies.metric(workload, metric, datetime.now(UTC))
+    body = runtime.store.encoded.metric(workload, metric, datetime.now(UTC))
     if body is not None:
         return body
     # Unknown, never forecast or stale (or fresh again at the boundary): the checked path

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from serving import k8s
-from serving.runtime import CurrentSnapshot, RuntimeDep
+from serving.api.runtime import CurrentSnapshot, RuntimeDep
+from serving.wire import k8s
 
 __all__ = ["router"]
 

@@ -11,7 +11,7 @@ int64 fields. So both are always set, and set so that neither reading under-prov
 - zero is sent as ``0`` / ``0.0``, the only way KEDA reads a zero.
 
 The generated message classes come in as an argument (``pb2`` from
-:func:`serving.stubs.load_externalscaler`), so this module needs no generated code at import
+:func:`serving.wire.stubs.load_externalscaler`), so this module needs no generated code at import
 time.
 """
 

@@ -15,14 +15,15 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Request
 
 from forecaster.workload import WorkloadPolicy
-from serving.auth import TokenVerifier
+from serving.api.auth import TokenVerifier
+from serving.engine.models import ModelRegistry, ModelWatcher
+from serving.engine.observability import ServingMetrics
+from serving.engine.refresher import Refresher, empty_snapshot
+from serving.engine.snapshot import Snapshot, SnapshotStore, WorkloadForecast
+from serving.engine.window import HistorySource
 from serving.exceptions import ForecastUnavailableError
-from serving.models import ModelRegistry, ModelWatcher
-from serving.observability import ServingMetrics
-from serving.refresher import Refresher, empty_snapshot
 from serving.settings import RefreshConfig, ServingSettings
-from serving.snapshot import Snapshot, SnapshotStore, WorkloadForecast
-from serving.window import HistorySource
+from serving.wire.replies import Replies
 
 __all__ = [
     "Authorized",
@@ -56,11 +57,11 @@ class ServingComponents:
 
 @dataclass
 class Runtime:
-    """Shared state of a running app; built by :func:`serving.app.create_app`'s lifespan."""
+    """Shared state of a running app; built by :func:`serving.api.app.create_app`'s lifespan."""
 
     settings: ServingSettings
     components: ServingComponents
-    store: SnapshotStore
+    store: SnapshotStore[Replies]
     metrics: ServingMetrics
     verifier: TokenVerifier
     watcher: ModelWatcher
@@ -72,7 +73,7 @@ class Runtime:
     def build(cls, settings: ServingSettings, components: ServingComponents) -> Runtime:
         """Assemble the runtime (no I/O: nothing is fetched or loaded yet)."""
         config = components.config
-        store = SnapshotStore(empty_snapshot(config, shadow=settings.shadow))
+        store = SnapshotStore(empty_snapshot(config, shadow=settings.shadow), Replies)
         metrics = ServingMetrics(lambda: store.current)
         watcher = ModelWatcher(
             components.registry, config.model_name, poll_interval=config.model_poll_interval

@@ -3,14 +3,14 @@
 Every ``refresh_interval`` the refresher
 
 1. looks up the registry alias when due and swaps in a new model version only after it has
-   planned successfully on the current data (:class:`~serving.models.ModelWatcher`);
+   planned successfully on the current data (:class:`~serving.engine.models.ModelWatcher`);
 2. fetches the grid points that arrived since the last tick
-   (:class:`~serving.window.RollingWindow`);
+   (:class:`~serving.engine.window.RollingWindow`);
 3. plans every workload in **one** call of the model, each with the policy registered with
    the model version; a workload whose config disagrees with that policy is refused
-   (:mod:`serving.drift`), the others are served;
+   (:mod:`serving.engine.drift`), the others are served;
 4. checks every value (finite, ``>= 0``, replicas clamped to ``[min, max]``), and publishes
-   an immutable :class:`~serving.snapshot.Snapshot`.
+   an immutable :class:`~serving.engine.snapshot.Snapshot`.
 
 A workload whose fetch or plan fails keeps its last good forecast: it is served until its
 data is older than ``max_staleness``, then answers 503. Nothing here ever replaces a failure
@@ -32,13 +32,13 @@ from typing import Any
 import pandas as pd
 
 from forecaster.workload import WorkloadPolicy
-from serving.drift import policy_drift
-from serving.models import ModelWatcher, PlanningModel, ServedModel, check_plan
-from serving.observability import ServingMetrics
-from serving.planner import ProcessPlanner
+from serving.engine.drift import policy_drift
+from serving.engine.models import ModelWatcher, PlanningModel, ServedModel, check_plan
+from serving.engine.observability import ServingMetrics
+from serving.engine.planner import ProcessPlanner
+from serving.engine.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
+from serving.engine.window import HistorySource, RollingWindow, WorkloadQuery
 from serving.settings import RefreshConfig
-from serving.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
-from serving.window import HistorySource, RollingWindow, WorkloadQuery
 
 __all__ = ["Refresher", "empty_snapshot"]
 
@@ -81,7 +81,7 @@ class Refresher:
         config: RefreshConfig,
         source_factory: Callable[[], HistorySource],
         watcher: ModelWatcher,
-        store: SnapshotStore,
+        store: SnapshotStore[Any],
         metrics: ServingMetrics | None = None,
         *,
         shadow: bool = False,

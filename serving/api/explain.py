@@ -21,9 +21,9 @@ import numpy as np
 from fastapi import APIRouter, Response
 
 from forecaster.capacity import desired_replicas
-from serving import k8s
-from serving.runtime import Authorized, CurrentSnapshot
-from serving.snapshot import Snapshot, WorkloadForecast
+from serving.api.runtime import Authorized, CurrentSnapshot
+from serving.engine.snapshot import Snapshot, WorkloadForecast
+from serving.wire import k8s
 
 __all__ = ["explanation", "router"]
 

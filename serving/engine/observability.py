@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from forecaster.metrics import pinball_loss
-from serving.snapshot import Snapshot
+from serving.engine.snapshot import Snapshot
 from training.logs import JsonFormatter
 
 __all__ = ["ServingMetrics", "configure_logging"]
@@ -103,7 +103,7 @@ class ServingMetrics:
     Parameters
     ----------
     snapshot : callable
-        Returns the current :class:`~serving.snapshot.Snapshot` (read at scrape time).
+        Returns the current :class:`~serving.engine.snapshot.Snapshot` (read at scrape time).
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot]) -> None:

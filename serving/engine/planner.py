@@ -9,7 +9,7 @@ competes for a CPU core, which the operating system shares fairly.
 The child keeps the model it was last sent, so a model crosses the process boundary once per
 version; each tick sends the history frame and gets the plan (one row per workload) back.
 If the child dies, the next plan starts a new one; if that fails too, the caller plans in
-its own process (:class:`~serving.refresher.Refresher` does).
+its own process (:class:`~serving.engine.refresher.Refresher` does).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from serving.models import ServedModel
+from serving.engine.models import ServedModel
 
 __all__ = ["CHILD_NICENESS", "ProcessPlanner"]
 

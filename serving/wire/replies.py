@@ -8,7 +8,7 @@ what can be spent once per refresh (in the refresher's thread, off the event loo
 Freshness is still judged when a body is read: :meth:`Replies.metric` and
 :meth:`Replies.keda` take the current time and return None once the data behind the
 forecast is older than ``max_staleness``; the caller then goes through the checked path
-(:meth:`serving.snapshot.Snapshot.forecast`), which answers the 503 with its reason. A
+(:meth:`serving.engine.snapshot.Snapshot.forecast`), which answers the 503 with its reason. A
 stalled refresher therefore turns into 503s at read time, exactly as without the cache.
 """
 
@@ -16,13 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from serving import k8s
-from serving.selector import WORKLOAD_LABEL
-
-if TYPE_CHECKING:
-    from serving.snapshot import Snapshot, WorkloadForecast
+from serving.engine.snapshot import Snapshot, WorkloadForecast
+from serving.wire import k8s
+from serving.wire.selector import WORKLOAD_LABEL
 
 __all__ = ["Replies", "encode_metric", "forecast_document"]
 

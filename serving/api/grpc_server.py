@@ -30,11 +30,11 @@ from typing import Any
 
 import grpc
 
-from serving import k8s
+from serving.api.runtime import Runtime
 from serving.exceptions import MetadataError, ServingError, UnknownMetricError
-from serving.runtime import Runtime
-from serving.scaler_messages import metric_spec, metric_value, workload_from_metadata
-from serving.stubs import load_externalscaler
+from serving.wire import k8s
+from serving.wire.scaler_messages import metric_spec, metric_value, workload_from_metadata
+from serving.wire.stubs import load_externalscaler
 
 __all__ = ["ExternalScalerServicer", "GrpcServer"]
 
@@ -51,7 +51,7 @@ def _abort(context: grpc.ServicerContext, exc: ServingError) -> Any:
 
 
 class ExternalScalerServicer:
-    """Implements the four KEDA RPCs on top of a :class:`~serving.runtime.Runtime`.
+    """Implements the four KEDA RPCs on top of a :class:`~serving.api.runtime.Runtime`.
 
     Parameters
     ----------

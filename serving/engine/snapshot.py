@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from serving.exceptions import ForecastUnavailableError, UnknownWorkloadError
-from serving.replies import Replies
 
 __all__ = [
     "SHADOW_REASON",
@@ -127,7 +126,7 @@ class WorkloadState:
         no data, unknown to the model); None when it did.
     drift : str or None
         How the served config's policy differs from the registered one (see
-        :mod:`serving.drift`); such a workload is never served, whatever its forecast.
+        :mod:`serving.engine.drift`); such a workload is never served, whatever its forecast.
     last_value : float or None
         The demand at ``last_data``.
     """
@@ -194,22 +193,6 @@ class Snapshot:
     def workloads(self) -> tuple[str, ...]:
         """Configured workload names, sorted (once: the snapshot never changes)."""
         return tuple(sorted(self.states))
-
-    @cached_property
-    def replies(self) -> Replies:
-        """Every servable reply body of this snapshot, encoded once (see :mod:`serving.replies`).
-
-        :meth:`SnapshotStore.publish` builds it before the swap, in the publisher's thread.
-        """
-        return Replies(self)
-
-    def encode_replies(self, reuse: Snapshot | None = None) -> Replies:
-        """Build :attr:`replies` now (once), keeping ``reuse``'s bodies of unchanged forecasts."""
-        built = vars(self).get("replies")
-        if built is None:
-            previous = vars(reuse).get("replies") if reuse is not None else None
-            built = vars(self)["replies"] = Replies(self, previous)
-        return built
 
     def state(self, workload: str) -> WorkloadState:
         """Return the state of ``workload``.
@@ -298,33 +281,51 @@ def _age(now: datetime, then: datetime | None) -> float | None:
     return max(0.0, (now - then).total_seconds())
 
 
-class SnapshotStore:
-    """Holds the current :class:`Snapshot`; readers never block, waiters get woken on swaps.
+EncodedT = TypeVar("EncodedT")
+"""What a :class:`SnapshotStore` derives from each snapshot it publishes."""
+
+
+class SnapshotStore(Generic[EncodedT]):
+    """Holds the current :class:`Snapshot` and what ``encode`` made of it; readers never
+    block, waiters get woken on swaps.
 
     Parameters
     ----------
     initial : Snapshot
         The snapshot served before the first refresh (every workload without a forecast).
+    encode : callable
+        ``encode(snapshot, previous)`` derives a value from a snapshot once, when it is
+        published, in the publisher's thread (the API's reply bodies,
+        :class:`serving.wire.replies.Replies`); ``previous`` is the value derived from the
+        snapshot it replaces (None for ``initial``), so unchanged parts can be kept.
     """
 
-    def __init__(self, initial: Snapshot) -> None:
-        self._snapshot = initial
+    def __init__(
+        self, initial: Snapshot, encode: Callable[[Snapshot, EncodedT | None], EncodedT]
+    ) -> None:
+        self._encode = encode
+        # One tuple, so that a reader never sees a snapshot with another snapshot's encoding.
+        self._published = (initial, encode(initial, None))
         self._changed = threading.Condition()
 
     @property
     def current(self) -> Snapshot:
         """The latest snapshot (a plain attribute read: atomic)."""
-        return self._snapshot
+        return self._published[0]
+
+    @property
+    def encoded(self) -> EncodedT:
+        """What ``encode`` derived from :attr:`current`."""
+        return self._published[1]
 
     def publish(self, snapshot: Snapshot) -> None:
-        """Encode ``snapshot``'s replies, swap it in and wake every :meth:`wait_for_change`
-        caller.
+        """Encode ``snapshot``, swap both in and wake every :meth:`wait_for_change` caller.
 
         The encoding happens here, in the publisher's thread, so that no request pays for it.
         """
-        snapshot.encode_replies(reuse=self._snapshot)
+        published = (snapshot, self._encode(snapshot, self._published[1]))
         with self._changed:
-            self._snapshot = snapshot
+            self._published = published
             self._changed.notify_all()
 
     def wait_for_change(self, seen: Snapshot, timeout: float) -> Snapshot:
@@ -336,8 +337,8 @@ class SnapshotStore:
             The current snapshot (``seen`` itself on timeout).
         """
         with self._changed:
-            self._changed.wait_for(lambda: self._snapshot is not seen, timeout=timeout)
-            return self._snapshot
+            self._changed.wait_for(lambda: self.current is not seen, timeout=timeout)
+            return self.current
 
     def wake_all(self) -> None:
         """Wake waiters without a new snapshot (shutdown)."""
