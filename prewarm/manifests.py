@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import click
 
+from prewarm.options import config_option, tracking_uri_option
+
 if TYPE_CHECKING:
     from forecaster.workload import WorkloadPolicy
     from training.config import TrainConfig
@@ -304,13 +306,7 @@ def render(config: TrainConfig, policies: Policies, kind: Kind, wiring: Wiring) 
         "  2  bad configuration"
     )
 )
-@click.option(
-    "--config",
-    "config_path",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="YAML configuration (see examples/).",
-)
+@config_option()
 @click.option(
     "--out",
     "out_dir",
@@ -319,10 +315,7 @@ def render(config: TrainConfig, policies: Policies, kind: Kind, wiring: Wiring) 
     type=click.Path(file_okay=False, path_type=Path),
     help="Folder the manifests are written to.",
 )
-@click.option(
-    "--tracking-uri",
-    help="MLflow tracking URI; overrides PREWARM_MLFLOW_TRACKING_URI and the config.",
-)
+@tracking_uri_option()
 @click.option(
     "--kind",
     type=click.Choice(["hpa", "keda"]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -94,6 +95,26 @@ def log_level_option(default: str) -> Callable[[F], F]:
         show_default=True,
         help="Level of prewarm's logs (JSON lines when stderr is not a terminal); "
         "DEBUG also shows the libraries' warnings.",
+    )
+
+
+def config_option(help: str = "YAML configuration (see examples/).") -> Callable[[F], F]:
+    """The required ``--config FILE`` of a command that reads a training config."""
+    return click.option(
+        "--config",
+        "config_path",
+        required=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help=help,
+    )
+
+
+def tracking_uri_option() -> Callable[[F], F]:
+    """``--tracking-uri``, which wins over ``PREWARM_MLFLOW_TRACKING_URI`` and the config."""
+    return click.option(
+        "--tracking-uri",
+        help="MLflow tracking URI; overrides PREWARM_MLFLOW_TRACKING_URI and the config "
+        "(default sqlite:///mlflow.db).",
     )
 
 

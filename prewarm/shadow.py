@@ -28,7 +28,12 @@ import click
 import numpy as np
 import pandas as pd
 
-from prewarm.options import configure_logging, log_level_option
+from prewarm.options import (
+    config_option,
+    configure_logging,
+    log_level_option,
+    tracking_uri_option,
+)
 from prewarm.train import EXIT_CONFIG, EXIT_DATA, EXIT_FAILURE
 
 if TYPE_CHECKING:
@@ -236,13 +241,7 @@ def _replay_one(
         "  3  data-source failure (unreachable, timeout, bad answer, no series)"
     )
 )
-@click.option(
-    "--config",
-    "config_path",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="YAML configuration with a prometheus source (see examples/).",
-)
+@config_option("YAML configuration with a prometheus source (see examples/).")
 @click.option("--since", default="7d", show_default=True, help="Length of the period replayed.")
 @click.option("--until", default=None, help="End of the period (ISO-8601, naive = UTC); now.")
 @click.option(
@@ -260,10 +259,7 @@ def _replay_one(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the JSON document here.",
 )
-@click.option(
-    "--tracking-uri",
-    help="MLflow tracking URI; overrides PREWARM_MLFLOW_TRACKING_URI and the config.",
-)
+@tracking_uri_option()
 @log_level_option(default="WARNING")
 def shadow_report(
     config_path: Path,

@@ -22,7 +22,13 @@ from typing import Any
 
 import click
 
-from prewarm.options import configure_logging, log_level_option, progress_bar
+from prewarm.options import (
+    config_option,
+    configure_logging,
+    log_level_option,
+    progress_bar,
+    tracking_uri_option,
+)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -41,18 +47,8 @@ EXIT_NOT_PROMOTED = 4
         "  4  trained and registered, not promoted (the champion stays)"
     )
 )
-@click.option(
-    "--config",
-    "config_path",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="YAML configuration (see examples/).",
-)
-@click.option(
-    "--tracking-uri",
-    help="MLflow tracking URI; overrides PREWARM_MLFLOW_TRACKING_URI and the config "
-    "(default sqlite:///mlflow.db).",
-)
+@config_option()
+@tracking_uri_option()
 @click.option("--no-promote", is_flag=True, help="Register the candidate, never move the alias.")
 @click.option(
     "--tune",
