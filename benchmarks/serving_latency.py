@@ -100,9 +100,9 @@ class OneVersion:
         return "1"
 
     def load(self, name: str, version: str) -> Any:
-        from serving.engine.models import ServedModel
+        from training.registry import LoadedModel
 
-        return ServedModel(name, version, self.model)
+        return LoadedModel(name, version, self.model)
 
 
 def names(n: int) -> list[str]:

@@ -3,7 +3,7 @@
 Serving codes against exactly these names::
 
     version = champion_version("prewarm-forecaster")          # "3", or None without one
-    loaded = load_champion("prewarm-forecaster")              # LoadedModel
+    loaded = load_champion("prewarm-forecaster")              # LoadedModel[PrewarmModel]
     plan = loaded.model.plan(recent_history)                  # forecaster.capacity columns
 
 A model that cannot be loaded, or whose prediction on its own stored input example is
@@ -14,13 +14,15 @@ so the caller keeps the last good model.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from forecaster.capacity import PLAN_COLUMNS
+from forecaster.workload import WorkloadPolicy
 from training.exceptions import ModelLoadError, TrackingError
 from training.settings import resolve_tracking_uri
 
@@ -35,28 +37,61 @@ if TYPE_CHECKING:  # mlflow stays out of import time
     from training.pyfunc import PrewarmModel
 
 
+class PlanningModel(Protocol):
+    """What planning needs from a trained model (:class:`~training.pyfunc.PrewarmModel` is one;
+    serving's tests plan with others)."""
+
+    @property
+    def workloads(self) -> Sequence[str]:
+        """Workloads the model was trained for and holds capacity specs of."""
+        ...
+
+    @property
+    def policies(self) -> Mapping[str, WorkloadPolicy]:
+        """Workload -> the policy registered with the model: what its plan follows."""
+        ...
+
+    @property
+    def step(self) -> int:
+        """Grid step of the history it expects, in seconds."""
+        ...
+
+    @property
+    def history_cells_needed(self) -> int:
+        """Cells of recent history one plan needs per workload."""
+        ...
+
+    def plan(self, history: pd.DataFrame) -> pd.DataFrame:
+        """Plan every workload of ``history`` at its last cell (see ``PLAN_COLUMNS``)."""
+        ...
+
+
+ModelT = TypeVar("ModelT", bound=PlanningModel, covariant=True)
+"""The kind of model a :class:`LoadedModel` holds."""
+
+
 @dataclass(frozen=True)
-class LoadedModel:
-    """A validated registered model version.
+class LoadedModel(Generic[ModelT]):
+    """A registered model version: the model plus the name and version it was registered as.
 
     Attributes
     ----------
     name, version
         Registered model name and version (a string, as MLflow spells it).
     model
-        The unwrapped :class:`~training.pyfunc.PrewarmModel`: ``plan(history)``,
-        ``workloads``, ``step``, ``history_cells_needed``.
+        The model: the unwrapped :class:`~training.pyfunc.PrewarmModel` when read from the
+        registry (``plan(history)``, ``workloads``, ``step``, ``history_cells_needed``).
     run_id
-        The MLflow run that produced it.
+        The MLflow run that produced it, when known.
     """
 
     name: str
     version: str
-    model: PrewarmModel
+    model: ModelT
     run_id: str | None = None
 
     @property
-    def workloads(self) -> tuple[str, ...]:
+    def workloads(self) -> Sequence[str]:
         """Workloads the model plans for."""
         return self.model.workloads
 
@@ -102,7 +137,9 @@ def champion_version(name: str, tracking_uri: str | None = None) -> str | None:
     return str(version.version)
 
 
-def load_model_version(name: str, version: str, tracking_uri: str | None = None) -> LoadedModel:
+def load_model_version(
+    name: str, version: str, tracking_uri: str | None = None
+) -> LoadedModel[PrewarmModel]:
     """Load version ``version`` of ``name`` and validate it on its stored input example.
 
     Raises
@@ -140,7 +177,7 @@ def load_model_version(name: str, version: str, tracking_uri: str | None = None)
     return LoadedModel(name=name, version=str(version), model=python_model, run_id=run_id)
 
 
-def load_champion(name: str, tracking_uri: str | None = None) -> LoadedModel:
+def load_champion(name: str, tracking_uri: str | None = None) -> LoadedModel[PrewarmModel]:
     """Load and validate the version the ``champion`` alias of ``name`` points at.
 
     Raises

@@ -2,7 +2,8 @@
 
 The registry is read through :class:`ModelRegistry` (``champion_version`` and
 ``load_model_version``); :class:`MlflowRegistry` forwards to ``training.registry``. A loaded
-model exposes a :class:`PlanningModel`: ``plan(history)`` returns one row per workload with
+model is a :class:`~training.registry.LoadedModel` of a
+:class:`~training.registry.PlanningModel`: ``plan(history)`` returns one row per workload with
 ``series, origin, forecast_demand, desired_replicas, quantile, lead_time_seconds``.
 
 :class:`ModelWatcher` polls the alias. When it moves, the new version is loaded and must
@@ -16,15 +17,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import pandas as pd
 
 from forecaster.capacity import PLAN_COLUMNS
 from forecaster.exceptions import PrewarmError
-from forecaster.workload import WorkloadPolicy
+from training import registry
+from training.registry import LoadedModel, PlanningModel
 
 __all__ = [
     "PLAN_COLUMNS",
@@ -32,60 +33,10 @@ __all__ = [
     "ModelLoadFailedError",
     "ModelRegistry",
     "ModelWatcher",
-    "PlanningModel",
-    "ServedModel",
     "check_plan",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@runtime_checkable
-class PlanningModel(Protocol):
-    """What serving needs from a trained model."""
-
-    @property
-    def workloads(self) -> Sequence[str]:
-        """Workloads the model was trained for and holds capacity specs of."""
-        ...
-
-    @property
-    def policies(self) -> Mapping[str, WorkloadPolicy]:
-        """Workload -> the policy registered with the model: what its plan follows."""
-        ...
-
-    @property
-    def step(self) -> int:
-        """Grid step of the history it expects, in seconds."""
-        ...
-
-    @property
-    def history_cells_needed(self) -> int:
-        """Cells of recent history one plan needs per workload."""
-        ...
-
-    def plan(self, history: pd.DataFrame) -> pd.DataFrame:
-        """Plan every workload of ``history`` at its last cell (see :data:`PLAN_COLUMNS`)."""
-        ...
-
-
-@dataclass(frozen=True)
-class ServedModel:
-    """A model version ready to serve.
-
-    Parameters
-    ----------
-    name : str
-        Registered model name.
-    version : str
-        Registry version.
-    model : PlanningModel
-        The planning object.
-    """
-
-    name: str
-    version: str
-    model: PlanningModel
 
 
 class ModelRegistry(Protocol):
@@ -95,7 +46,7 @@ class ModelRegistry(Protocol):
         """Version the ``champion`` alias points at, or None when there is none."""
         ...
 
-    def load(self, name: str, version: str) -> ServedModel:
+    def load(self, name: str, version: str) -> LoadedModel[PlanningModel]:
         """Load and validate one version; raise on any failure."""
         ...
 
@@ -119,17 +70,11 @@ class MlflowRegistry:
 
     def champion_version(self, name: str) -> str | None:
         """Version behind ``models:/<name>@champion``, or None."""
-        from training.registry import champion_version
+        return registry.champion_version(name, tracking_uri=self.tracking_uri)
 
-        version: str | None = champion_version(name, tracking_uri=self.tracking_uri)
-        return version
-
-    def load(self, name: str, version: str) -> ServedModel:
+    def load(self, name: str, version: str) -> LoadedModel[PlanningModel]:
         """Load ``models:/<name>/<version>`` (validated by the training loader)."""
-        from training.registry import load_model_version
-
-        loaded: Any = load_model_version(name, version, tracking_uri=self.tracking_uri)
-        return ServedModel(name=str(loaded.name), version=str(loaded.version), model=loaded.model)
+        return registry.load_model_version(name, version, tracking_uri=self.tracking_uri)
 
 
 def check_plan(plan: pd.DataFrame, expected: Sequence[str]) -> None:
@@ -191,7 +136,7 @@ class ModelWatcher:
         self.name = name
         self.poll_interval = poll_interval
         self._clock = clock
-        self.current: ServedModel | None = None
+        self.current: LoadedModel[PlanningModel] | None = None
         self.rejected: dict[str, str] = {}
         self.last_error: str | None = None
         self._next_poll = -math.inf
@@ -199,8 +144,8 @@ class ModelWatcher:
         self.failures = 0
 
     def poll(
-        self, validate: Callable[[ServedModel], None], *, force: bool = False
-    ) -> ServedModel | None:
+        self, validate: Callable[[LoadedModel[PlanningModel]], None], *, force: bool = False
+    ) -> LoadedModel[PlanningModel] | None:
         """Look up the alias if due; load, validate and swap in a new version.
 
         Parameters
@@ -212,7 +157,7 @@ class ModelWatcher:
 
         Returns
         -------
-        ServedModel or None
+        LoadedModel[PlanningModel] or None
             The model to serve: the new one after a successful swap, otherwise the current.
         """
         now = self._clock()

@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from serving.engine.models import ServedModel
+from training.registry import LoadedModel, PlanningModel
 
 __all__ = ["CHILD_NICENESS", "ProcessPlanner"]
 
@@ -65,7 +65,7 @@ class ProcessPlanner:
         self._pool: ProcessPoolExecutor | None = None
         self._loaded: tuple[str, str, int] | None = None
 
-    def plan(self, served: ServedModel, frame: pd.DataFrame) -> pd.DataFrame:
+    def plan(self, served: LoadedModel[PlanningModel], frame: pd.DataFrame) -> pd.DataFrame:
         """Plan ``frame`` with ``served``'s model in the child process.
 
         Raises

@@ -33,12 +33,13 @@ import pandas as pd
 
 from forecaster.workload import WorkloadPolicy
 from serving.engine.drift import policy_drift
-from serving.engine.models import ModelWatcher, PlanningModel, ServedModel, check_plan
+from serving.engine.models import ModelWatcher, check_plan
 from serving.engine.observability import ServingMetrics
 from serving.engine.planner import ProcessPlanner
 from serving.engine.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
 from serving.engine.window import HistorySource, RollingWindow, WorkloadQuery
 from serving.settings import RefreshConfig
+from training.registry import LoadedModel, PlanningModel
 
 __all__ = ["Refresher", "empty_snapshot"]
 
@@ -132,7 +133,7 @@ class Refresher:
         ]
 
     # -- model validation ------------------------------------------------------------------
-    def _validate(self, candidate: ServedModel) -> None:
+    def _validate(self, candidate: LoadedModel[PlanningModel]) -> None:
         model = candidate.model
         step = getattr(model, "step", None)
         if not (isinstance(step, int) and step > 0):
@@ -241,7 +242,7 @@ class Refresher:
             self.metrics.refreshes.labels(result).inc()
         return snapshot
 
-    def _policy_drift(self, served: ServedModel) -> dict[str, str]:
+    def _policy_drift(self, served: LoadedModel[PlanningModel]) -> dict[str, str]:
         """Workload -> how its config differs from the policy registered with ``served``;
         each change of that answer is logged once."""
         policies = served.model.policies
@@ -273,7 +274,7 @@ class Refresher:
 
     def _plan(
         self,
-        served: ServedModel,
+        served: LoadedModel[PlanningModel],
         window: RollingWindow,
         previous: Snapshot,
         drift: dict[str, str],
@@ -358,7 +359,7 @@ class Refresher:
                     pending.append((due, forecast.forecast_demand, forecast.quantile))
         return forecasts, problems
 
-    def _plan_batch(self, served: ServedModel, frame: pd.DataFrame) -> pd.DataFrame:
+    def _plan_batch(self, served: LoadedModel[PlanningModel], frame: pd.DataFrame) -> pd.DataFrame:
         """One plan of every workload of ``frame``: in the child process when configured."""
         if self.planner is not None:
             try:

@@ -16,8 +16,8 @@ import uvicorn
 
 from forecaster.models.baseline import LastValue
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
-from serving.engine.models import ServedModel
 from serving.settings import RefreshConfig, WorkloadConfig
+from training.registry import LoadedModel, PlanningModel
 from training.sources.base import FetchedHistory
 
 STEP = 10
@@ -146,12 +146,12 @@ class DictRegistry:
     def champion_version(self, name: str) -> str | None:
         return self.champion
 
-    def load(self, name: str, version: str) -> ServedModel:
+    def load(self, name: str, version: str) -> LoadedModel[PlanningModel]:
         self.loads += 1
         model = self.versions[version]
         if isinstance(model, Exception):
             raise model
-        return ServedModel(name, version, model)
+        return LoadedModel(name, version, model)
 
 
 def refresh_config(
