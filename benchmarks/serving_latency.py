@@ -114,6 +114,7 @@ def build(n: int, cells: int = 240) -> tuple[Any, FrameSource, Any]:
     from forecaster.models.baseline import LastValue
     from forecaster.workload import WorkloadPolicy, WorkloadSpec
     from serving.settings import RefreshConfig, WorkloadConfig
+    from training.config import ServingConfig
     from training.pyfunc import PrewarmModel
 
     end = pd.Timestamp.now(tz="UTC").floor(f"{STEP}s")
@@ -136,10 +137,9 @@ def build(n: int, cells: int = 240) -> tuple[Any, FrameSource, Any]:
     config = RefreshConfig(
         workloads=[WorkloadConfig(w, w, policy) for w in names(n)],
         model_name="bench",
-        refresh_interval=15.0,
-        max_staleness=3600.0,
-        history_window=3 * 3600.0,
-        fetch_workers=4,
+        serving=ServingConfig(
+            refresh_interval=15.0, max_staleness=3600.0, history_window=3 * 3600.0, fetch_workers=4
+        ),
         plan_in_process=True,  # as `prewarm serve` runs it
     )
     return config, FrameSource(frame), planner
@@ -167,7 +167,9 @@ def serve(port: int, n: int, refresh_every: float | None = None) -> None:
     configure_logging("WARNING")  # warnings with their fields, as `prewarm serve` logs them
     config, source, planner = build(n)
     if refresh_every is not None:
-        config = dataclasses.replace(config, refresh_interval=3600.0)  # ticks driven below
+        # ticks driven below
+        serving = config.serving.model_copy(update={"refresh_interval": 3600.0})
+        config = dataclasses.replace(config, serving=serving)
     settings = ServingSettings(port=port, grpc_port=None, log_level="WARNING")
     app = create_app(settings, ServingComponents(config, lambda: source, OneVersion(planner)))
 

@@ -5,24 +5,24 @@
 the ``PREWARM_`` prefix (``PREWARM_PORT=8443``, ``PREWARM_TOKEN_FILE=/var/run/token``); the
 ``prewarm serve`` options override them.
 
-:class:`RefreshConfig` is what the refresher needs from the project config file's
-``serving:`` section and its workloads: demand queries, each workload's policy as the file
-states it (checked against the registered one, never planned with), intervals.
+:class:`RefreshConfig` is what the refresher needs from the project config file: its
+``serving:`` section as it is (:class:`training.config.ServingConfig`) and its workloads: demand
+queries, each workload's policy as the file states it (checked against the registered one,
+never planned with).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from forecaster.exceptions import ConfigError
 from forecaster.workload import WorkloadPolicy
+from training.config import ServingConfig, TrainConfig
 
 __all__ = ["RefreshConfig", "ServingSettings", "WorkloadConfig"]
 
@@ -133,30 +133,18 @@ class RefreshConfig:
         Served workloads; names must be unique.
     model_name : str
         Registered model name; the ``champion`` alias is served.
-    refresh_interval : float, default 15
-        Seconds between two refreshes.
-    max_staleness : float, default 120
-        Seconds after which a forecast's data is too old to serve (503 / UNAVAILABLE).
-    history_window : float or None, default None
-        Seconds of history kept in memory; None (or less than the model needs) keeps what
-        the model needs.
-    model_poll_interval : float, default 60
-        Seconds between two look-ups of the registry alias.
-    fetch_workers : int, default 8
-        Batches of workloads fetched concurrently (one source call per batch).
+    serving : ServingConfig, default ServingConfig()
+        The config file's ``serving`` section: refresh interval, staleness limit, history
+        window, registry poll interval, concurrent fetches.
     plan_in_process : bool, default False
-        Plan in a child process (:mod:`serving.engine.planner`) instead of a thread of the serving
-        process, so that planning does not hold the interpreter lock the requests need.
-        ``prewarm serve`` turns it on.
+        Plan in a child process (:mod:`serving.engine.planner`) instead of a thread of the
+        serving process, so that planning does not hold the interpreter lock the requests
+        need. ``prewarm serve`` turns it on.
     """
 
     workloads: Sequence[WorkloadConfig]
     model_name: str
-    refresh_interval: float = 15.0
-    max_staleness: float = 120.0
-    history_window: float | None = None
-    model_poll_interval: float = 60.0
-    fetch_workers: int = 8
+    serving: ServingConfig = field(default_factory=ServingConfig)
     plan_in_process: bool = False
 
     def __post_init__(self) -> None:
@@ -172,29 +160,14 @@ class RefreshConfig:
                     else "workload names must be non-empty, got ''"
                 )
             seen.add(workload.name)
-        for name in ("refresh_interval", "max_staleness", "history_window", "model_poll_interval"):
-            value = getattr(self, name)
-            if value is None and name == "history_window":
-                continue
-            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise ConfigError(f"`serving.{name}` must be positive seconds, got {value!r}")
-        if self.max_staleness < self.refresh_interval:
-            raise ConfigError(
-                "`serving.max_staleness` must be at least `serving.refresh_interval`, got "
-                f"max_staleness={self.max_staleness!r}, refresh_interval={self.refresh_interval!r}"
-            )
-        if not (isinstance(self.fetch_workers, int) and self.fetch_workers >= 1):
-            raise ConfigError(
-                f"`serving.fetch_workers` must be an int >= 1, got {self.fetch_workers!r}"
-            )
 
     def by_name(self) -> dict[str, WorkloadConfig]:
         """Workloads keyed by name."""
         return {w.name: w for w in self.workloads}
 
 
-def refresh_config_from_project(config: Any) -> RefreshConfig:
-    """Build the refresher's view from the project config (``training.config.TrainConfig``).
+def refresh_config_from_project(config: TrainConfig) -> RefreshConfig:
+    """Build the refresher's view from the project config.
 
     Parameters
     ----------
@@ -205,7 +178,6 @@ def refresh_config_from_project(config: Any) -> RefreshConfig:
     -------
     RefreshConfig
     """
-    serving = config.serving
     workloads = [
         WorkloadConfig(
             name=w.name,
@@ -217,13 +189,9 @@ def refresh_config_from_project(config: Any) -> RefreshConfig:
         )
         for w in config.workloads
     ]
-    window = serving.history_window
     return RefreshConfig(
         workloads=workloads,
         model_name=config.mlflow.registered_model,
-        refresh_interval=float(serving.refresh_interval),
-        max_staleness=float(serving.max_staleness),
-        history_window=float(window) if window else None,
-        model_poll_interval=float(serving.poll_model_every),
+        serving=config.serving,
         plan_in_process=True,
     )

@@ -68,7 +68,8 @@ and ``--tracking-uri`` override it); ``experiment`` (``prewarm``); ``registered_
 store).
 
 ``serving`` (read by ``prewarm serve``): ``refresh_interval`` (``15s``), ``max_staleness``
-(``2m``), ``history_window`` (default: what the model needs), ``poll_model_every`` (``1m``).
+(``2m``, at least ``refresh_interval``), ``history_window`` (default: what the model needs),
+``poll_model_every`` (``1m``), ``fetch_workers`` (batches fetched concurrently, 8).
 """
 
 from __future__ import annotations
@@ -510,20 +511,46 @@ class MlflowConfig(_Strict):
     )
 
 
-class ServingConfig(_Strict):
-    """Read by ``prewarm serve``; kept here so one file configures both."""
-
-    refresh_interval: Seconds = Field(default=15, description="Seconds between forecast refreshes.")
-    max_staleness: Seconds = Field(
-        default=120, description="Older data makes the metric answer 503."
+def _float_seconds(value: Any) -> Any:
+    # A number is taken as it is: serving's intervals may be fractions of a second (tests).
+    return (
+        value if isinstance(value, int | float) and not isinstance(value, bool) else _seconds(value)
     )
-    history_window: Seconds | None = Field(
+
+
+FloatSeconds = Annotated[float, BeforeValidator(_float_seconds), Field(gt=0, allow_inf_nan=False)]
+"""A positive duration, written as :data:`Seconds` or as any positive number of seconds."""
+
+
+class ServingConfig(_Strict):
+    """How ``prewarm serve`` refreshes: the file's ``serving`` section, and the settings the
+    refresher runs with (:class:`serving.settings.RefreshConfig` holds one)."""
+
+    refresh_interval: FloatSeconds = Field(
+        default=15.0, description="Seconds between forecast refreshes."
+    )
+    max_staleness: FloatSeconds = Field(
+        default=120.0, description="Older data makes the metric answer 503."
+    )
+    history_window: FloatSeconds | None = Field(
         default=None,
         description="Rolling window kept per workload (default: what the model needs).",
     )
-    poll_model_every: Seconds = Field(
-        default=60, description="How often the champion alias is read."
+    poll_model_every: FloatSeconds = Field(
+        default=60.0, description="How often the champion alias is read."
     )
+    fetch_workers: int = Field(
+        default=8, ge=1, description="Batches of workloads fetched concurrently (one call each)."
+    )
+
+    @model_validator(mode="after")
+    def _staleness_covers_a_refresh(self) -> ServingConfig:
+        if self.max_staleness < self.refresh_interval:
+            raise ValueError(
+                "`max_staleness` must be at least `refresh_interval`, got "
+                f"max_staleness={self.max_staleness!r}, refresh_interval={self.refresh_interval!r}"
+            )
+        return self
 
 
 class TrainConfig(_Strict):

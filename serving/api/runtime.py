@@ -76,7 +76,7 @@ class Runtime:
         store = SnapshotStore(empty_snapshot(config, shadow=settings.shadow), Replies)
         metrics = ServingMetrics(lambda: store.current)
         watcher = ModelWatcher(
-            components.registry, config.model_name, poll_interval=config.model_poll_interval
+            components.registry, config.model_name, poll_interval=config.serving.poll_model_every
         )
         refresher = Refresher(
             config, components.source_factory, watcher, store, metrics, shadow=settings.shadow

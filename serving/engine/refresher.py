@@ -53,7 +53,7 @@ def empty_snapshot(config: RefreshConfig, *, shadow: bool = False) -> Snapshot:
             w.name: WorkloadState(w.name, problem="no forecast yet: waiting for the first refresh")
             for w in config.workloads
         },
-        max_staleness=config.max_staleness,
+        max_staleness=config.serving.max_staleness,
         shadow=shadow,
     )
 
@@ -108,7 +108,7 @@ class Refresher:
     def _window_for(self, model: PlanningModel) -> RollingWindow:
         step = int(model.step)
         needed = (int(model.history_cells_needed) + 2) * step
-        seconds = max(self.config.history_window or 0.0, needed)
+        seconds = max(self.config.serving.history_window or 0.0, needed)
         current = self.window
         if current is not None and current.step == step and current.window_seconds >= seconds:
             return current
@@ -117,7 +117,7 @@ class Refresher:
             self.source_factory,
             window_seconds=seconds,
             step=step,
-            max_workers=self.config.fetch_workers,
+            max_workers=self.config.serving.fetch_workers,
         )
 
     def _adopt(self, window: RollingWindow) -> None:
@@ -224,7 +224,7 @@ class Refresher:
             )
         snapshot = Snapshot(
             states=states,
-            max_staleness=self.config.max_staleness,
+            max_staleness=self.config.serving.max_staleness,
             generated_at=datetime.now(UTC),
             model_name=served.name if served else None,
             model_version=served.version if served else None,
@@ -413,7 +413,7 @@ class Refresher:
         Ticks run in a worker thread, so the event loop keeps answering requests from the
         previous snapshot while a refresh is under way.
         """
-        interval = self.config.refresh_interval
+        interval = self.config.serving.refresh_interval
         while not stop.is_set():
             started = time.monotonic()
             try:

@@ -17,6 +17,7 @@ import uvicorn
 from forecaster.models.baseline import LastValue
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
 from serving.settings import RefreshConfig, WorkloadConfig
+from training.config import ServingConfig
 from training.registry import LoadedModel, PlanningModel
 from training.sources.base import FetchedHistory
 
@@ -160,19 +161,24 @@ def refresh_config(
     workload_specs: Mapping[str, WorkloadSpec] | None = None,
     **overrides: Any,
 ) -> RefreshConfig:
+    """A refresher config of ``names``; ``overrides`` are fields of the config or of its
+    ``serving`` section."""
     workload_specs = workload_specs or specs(names)
-    options: dict[str, Any] = {
-        "model_name": "prewarm-test",
+    serving: dict[str, Any] = {
         "refresh_interval": 0.2,
         "max_staleness": 60.0,
         "history_window": 30 * STEP,
-        "model_poll_interval": 0.1,
+        "poll_model_every": 0.1,
         "fetch_workers": 2,
     }
-    options.update(overrides)
+    serving.update(
+        (k, overrides.pop(k)) for k in list(overrides) if k in ServingConfig.model_fields
+    )
     return RefreshConfig(
         workloads=[WorkloadConfig(n, n, WorkloadPolicy(workload_specs[n])) for n in names],
-        **options,
+        model_name="prewarm-test",
+        serving=ServingConfig(**serving),
+        **overrides,
     )
 
 

@@ -70,6 +70,12 @@ CASES = [
      r"workloads\[0\] \(chat\)\.policy\.tolerance: .*greater than or equal to 0.*-0\.1"),
     ("policy-tolerance-nan", "workloads.0.policy.tolerance", float("nan"),
      r"workloads\[0\] \(chat\)\.policy\.tolerance: .*finite.*nan"),
+    ("serving-interval", "serving.refresh_interval", 0,
+     r"serving\.refresh_interval: .*greater than 0"),
+    ("serving-staleness", "serving", {"refresh_interval": "1m", "max_staleness": "30s"},
+     r"serving: .*`max_staleness` must be at least `refresh_interval`.*30\.0"),
+    ("serving-fetch-workers", "serving.fetch_workers", 0,
+     r"serving\.fetch_workers: .*greater than or equal to 1"),
 ]  # fmt: skip
 
 
