@@ -10,12 +10,13 @@ model plan with :func:`plan_capacity`; the backtester's predictive policies use 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from forecaster.exceptions import ConfigError, DataValidationError
+from forecaster.exceptions import ConfigError, DataValidationError, PlanError
 from forecaster.models.base import BaseForecaster, quantile_column
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
 
@@ -65,6 +66,96 @@ def required_horizons(
     return WorkloadPolicy(spec, hold=hold_seconds, decision_delay=decision_delay_seconds).horizons(
         step
     )
+
+
+def check_plan_row(
+    workload: str,
+    forecast_demand: float,
+    desired_replicas: float,
+    lead_time_seconds: float,
+    bounds: tuple[int, int] | None = None,
+) -> None:
+    """Refuse one workload's plan whose numbers no workload can run on.
+
+    Parameters
+    ----------
+    workload : str
+        Named in the error.
+    forecast_demand, desired_replicas, lead_time_seconds : float
+        The plan's numbers (see :data:`PLAN_COLUMNS`); each must be finite and ``>= 0``.
+    bounds : (int, int) or None, default None
+        ``(min_replicas, max_replicas)`` that ``desired_replicas`` must lie in, when given.
+
+    Raises
+    ------
+    PlanError
+        Naming the workload, the column and the value.
+
+    Examples
+    --------
+    >>> check_plan_row("chat", 12.5, 3, 300.0, bounds=(1, 10))
+    """
+    values = {
+        "forecast_demand": forecast_demand,
+        "desired_replicas": desired_replicas,
+        "lead_time_seconds": lead_time_seconds,
+    }
+    for column, value in values.items():
+        if not (math.isfinite(value) and value >= 0):
+            raise PlanError(
+                f"plan gives workload {workload!r} `{column}` = {value!r}; "
+                "values must be finite and >= 0"
+            )
+    if bounds is not None and not bounds[0] <= desired_replicas <= bounds[1]:
+        raise PlanError(
+            f"plan gives workload {workload!r} `desired_replicas` = {desired_replicas!r}, "
+            f"outside [{bounds[0]}, {bounds[1]}]"
+        )
+
+
+def check_plan(
+    plan: pd.DataFrame,
+    expected: Sequence[str],
+    policies: Mapping[str, WorkloadPolicy] | None = None,
+) -> None:
+    """Refuse a plan that lacks columns or workloads, or holds a value no workload can run on.
+
+    The one check of a plan, wherever one comes from (the registry's loader, serving's
+    candidate model): :data:`PLAN_COLUMNS` present, one row per workload of ``expected`` and
+    no other, and every row through :func:`check_plan_row`.
+
+    Parameters
+    ----------
+    plan : DataFrame
+        Output of :func:`plan_capacity` (or of a model's ``plan``).
+    expected : sequence of str
+        Workloads the plan must cover, exactly.
+    policies : mapping of str to WorkloadPolicy or None, default None
+        When given, each workload's desired replicas must lie within its policy's bounds.
+
+    Raises
+    ------
+    PlanError
+        Naming the missing column or workload, or the bad value.
+    """
+    missing = [c for c in PLAN_COLUMNS if c not in plan.columns]
+    if missing:
+        raise PlanError(f"plan lacks column(s) {missing}; got {list(plan.columns)}")
+    planned = plan["series"].astype(str)
+    absent = sorted(set(expected) - set(planned))
+    extra = sorted(set(planned) - set(expected))
+    if absent or extra or len(planned) != len(set(planned)):
+        raise PlanError(
+            f"plan covers {sorted(planned)[:10]}, expected one row for each of "
+            f"{sorted(expected)[:10]}: missing {absent[:10]}, unexpected {extra[:10]}"
+        )
+    # Anything that is not a number reads as NaN, and NaN is refused with the workload's name.
+    columns = ("forecast_demand", "desired_replicas", "lead_time_seconds")
+    numbers = [pd.to_numeric(plan[c], errors="coerce").to_numpy(dtype=float) for c in columns]
+    for name, demand, replicas, lead in zip(planned, *numbers, strict=True):
+        spec = policies[name].spec if policies is not None else None
+        bounds = None if spec is None else (spec.min_replicas, spec.max_replicas)
+        check_plan_row(name, float(demand), float(replicas), float(lead), bounds=bounds)
 
 
 def plan_capacity(

@@ -19,6 +19,10 @@ class ConfigError(PrewarmError, ValueError):
     """A parameter, feature declaration or duration is invalid."""
 
 
+class PlanError(DataValidationError):
+    """A capacity plan lacks columns or workloads, or holds a value no workload can run on."""
+
+
 class NotEnoughHistoryError(DataValidationError):
     """A series is too short for the requested windows, lags or evaluation period."""
 

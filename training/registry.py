@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-import numpy as np
 import pandas as pd
 
-from forecaster.capacity import PLAN_COLUMNS
+from forecaster.capacity import check_plan
+from forecaster.exceptions import PlanError
 from forecaster.workload import WorkloadPolicy
 from training.exceptions import ModelLoadError, TrackingError
 from training.settings import resolve_tracking_uri
@@ -206,25 +206,7 @@ def validate_model(model: PrewarmModel, example: pd.DataFrame, label: str = "mod
         plan = model.plan(_as_history(example))
     except Exception as exc:  # a model that cannot predict is unusable whatever the reason
         raise ModelLoadError(f"{label} failed to predict on its input example: {exc}") from exc
-    missing = [c for c in PLAN_COLUMNS if c not in plan.columns]
-    if missing:
-        raise ModelLoadError(f"{label}: the plan lacks columns {missing}")
-    expected = sorted(set(example["series"].astype(str)))
-    if sorted(plan["series"]) != expected:
-        raise ModelLoadError(
-            f"{label}: the plan covers {sorted(plan['series'])}, the example {expected}"
-        )
-    for column in ("forecast_demand", "desired_replicas", "lead_time_seconds"):
-        values = plan[column].to_numpy(dtype=float)
-        if not np.all(np.isfinite(values)) or np.any(values < 0):
-            raise ModelLoadError(
-                f"{label}: `{column}` must be finite and >= 0, got {values.tolist()}"
-            )
-    for series, wanted in zip(plan["series"], plan["desired_replicas"], strict=True):
-        spec = model.policies[str(series)].spec
-        replicas = int(wanted)
-        if not spec.min_replicas <= replicas <= spec.max_replicas:
-            raise ModelLoadError(
-                f"{label}: workload {series!r} wants {replicas} replicas, "
-                f"outside [{spec.min_replicas}, {spec.max_replicas}]"
-            )
+    try:
+        check_plan(plan, sorted(set(example["series"].astype(str))), model.policies)
+    except PlanError as exc:
+        raise ModelLoadError(f"{label}: {exc}") from exc

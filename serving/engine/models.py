@@ -17,23 +17,18 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Protocol
 
-import pandas as pd
-
-from forecaster.capacity import PLAN_COLUMNS
 from forecaster.exceptions import PrewarmError
 from training import registry
 from training.registry import LoadedModel, PlanningModel
 
 __all__ = [
-    "PLAN_COLUMNS",
     "MlflowRegistry",
     "ModelLoadFailedError",
     "ModelRegistry",
     "ModelWatcher",
-    "check_plan",
 ]
 
 logger = logging.getLogger(__name__)
@@ -75,38 +70,6 @@ class MlflowRegistry:
     def load(self, name: str, version: str) -> LoadedModel[PlanningModel]:
         """Load ``models:/<name>/<version>`` (validated by the training loader)."""
         return registry.load_model_version(name, version, tracking_uri=self.tracking_uri)
-
-
-def check_plan(plan: pd.DataFrame, expected: Sequence[str]) -> None:
-    """Refuse a plan that lacks columns or workloads or holds NaN, infinite or negative values.
-
-    Parameters
-    ----------
-    plan : DataFrame
-        Output of :meth:`PlanningModel.plan`.
-    expected : sequence of str
-        Workloads the plan must cover.
-
-    Raises
-    ------
-    ModelLoadFailedError
-        Naming the missing column or workload, or the bad value.
-    """
-    missing = [c for c in PLAN_COLUMNS if c not in plan.columns]
-    if missing:
-        raise ModelLoadFailedError(f"plan lacks column(s) {missing}; got {list(plan.columns)}")
-    absent = sorted(set(expected) - set(plan["series"].astype(str)))
-    if absent:
-        raise ModelLoadFailedError(f"plan has no row for workload(s) {absent[:10]}")
-    for column in ("forecast_demand", "desired_replicas"):
-        values = pd.to_numeric(plan[column], errors="coerce").to_numpy(dtype=float)
-        bad = ~(pd.notna(values) & (values >= 0) & (values < math.inf))
-        if bad.any():
-            row = plan[bad].iloc[0]
-            raise ModelLoadFailedError(
-                f"plan gives workload {row['series']!r} `{column}` = {row[column]!r}; "
-                "values must be finite and >= 0"
-            )
 
 
 class ModelWatcher:

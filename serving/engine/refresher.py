@@ -31,9 +31,10 @@ from typing import Any
 
 import pandas as pd
 
+from forecaster.capacity import check_plan, check_plan_row
 from forecaster.workload import WorkloadPolicy
 from serving.engine.drift import policy_drift
-from serving.engine.models import ModelWatcher, check_plan
+from serving.engine.models import ModelWatcher
 from serving.engine.observability import ServingMetrics
 from serving.engine.planner import ProcessPlanner
 from serving.engine.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
@@ -446,10 +447,8 @@ def _forecast(
     spec = policy.spec
     demand = float(row["forecast_demand"])
     replicas = float(row["desired_replicas"])
-    if not (math.isfinite(demand) and demand >= 0):
-        raise ValueError(f"forecast demand must be finite and >= 0, got {demand!r}")
-    if not (math.isfinite(replicas) and replicas >= 0):
-        raise ValueError(f"desired replicas must be finite and >= 0, got {replicas!r}")
+    lead = float(row["lead_time_seconds"])
+    check_plan_row(name, demand, replicas, lead)
     # The plan already clamps; clamping again keeps a faulty model inside the policy's bounds.
     desired = min(max(math.ceil(replicas - 1e-9), spec.min_replicas), spec.max_replicas)
     origin = pd.Timestamp(row["origin"])
@@ -460,7 +459,7 @@ def _forecast(
         desired_replicas=int(desired),
         forecast_demand=demand,
         quantile=float(row["quantile"]),
-        lead_time_seconds=float(row["lead_time_seconds"]),
+        lead_time_seconds=lead,
         origin=origin.to_pydatetime(),
         generated_at=generated,
         model_version=version,

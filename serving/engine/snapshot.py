@@ -11,7 +11,6 @@ error once its data is older than ``max_staleness``. A low number is never made 
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Generic, Literal, TypeVar
 
+from forecaster.capacity import check_plan_row
 from serving.exceptions import ForecastUnavailableError, UnknownWorkloadError
 
 __all__ = [
@@ -92,16 +92,13 @@ class WorkloadForecast:
     def __post_init__(self) -> None:
         # Last line of defence: whatever produced it, a forecast that could scale a workload
         # down by mistake never gets into a snapshot.
-        if not (math.isfinite(self.forecast_demand) and self.forecast_demand >= 0):
-            raise ValueError(
-                f"`forecast_demand` of workload {self.workload!r} must be finite and >= 0, "
-                f"got {self.forecast_demand!r}"
-            )
-        if not self.min_replicas <= self.desired_replicas <= self.max_replicas:
-            raise ValueError(
-                f"`desired_replicas` of workload {self.workload!r} must be in "
-                f"[{self.min_replicas}, {self.max_replicas}], got {self.desired_replicas!r}"
-            )
+        check_plan_row(
+            self.workload,
+            self.forecast_demand,
+            self.desired_replicas,
+            self.lead_time_seconds,
+            bounds=(self.min_replicas, self.max_replicas),
+        )
 
     @property
     def demand_target(self) -> float:
