@@ -13,9 +13,11 @@ Reference (every field; durations accept ``30s``, ``5m``, ``2h``, ``14d`` or sec
 
 * ``type: prometheus``: ``url``; ``step`` (grid, default ``1m``); ``lookback`` (history
   pulled, default ``28d``); ``end`` (ISO time, default now); ``timeout`` (``30s``);
-  ``retries`` (3); ``bearer_token_file`` / ``bearer_token_env`` (read at run time, never
-  logged); ``basic_auth`` (``username`` and ``password_file`` or ``password_env``);
-  ``ca_bundle``; ``insecure``; ``max_points_per_request`` (11000); ``method`` (GET/POST).
+  ``retries`` (3), ``backoff`` (0.5 s, doubling) and ``backoff_max`` (30 s);
+  ``bearer_token_file`` / ``bearer_token_env`` (read at run time, never logged) or
+  ``basic_auth`` (``username`` and ``password_file`` or ``password_env``); ``ca_bundle`` or
+  ``insecure``; ``max_points_per_request`` (11000) less ``point_margin`` (10) points per
+  request; ``method`` (GET/POST).
 * ``type: file``: ``path`` (one long CSV/Parquet file with a ``series`` column, or a
   single-series file) or ``files`` (``{workload: path}``, one series per file); relative
   paths are resolved against the config file's folder; ``value_col``; ``step`` (default: the
@@ -77,6 +79,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -118,6 +121,17 @@ Seconds = Annotated[int, BeforeValidator(_seconds)]
 """A duration: ``30s``, ``5m``, ``2h``, ``14d`` or a number of seconds, stored as seconds."""
 
 
+def _float_seconds(value: Any) -> Any:
+    # A number is taken as it is: an interval or a timeout may be a fraction of a second.
+    return (
+        value if isinstance(value, int | float) and not isinstance(value, bool) else _seconds(value)
+    )
+
+
+FloatSeconds = Annotated[float, BeforeValidator(_float_seconds), Field(gt=0, allow_inf_nan=False)]
+"""A positive duration, written as :data:`Seconds` or as any positive number of seconds."""
+
+
 class _Strict(BaseModel):
     # Unknown keys are errors: a typo in a YAML key must not silently keep the default.
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -152,8 +166,14 @@ class PrometheusSourceConfig(_Strict):
     end: str | None = Field(
         default=None, description="Last instant pulled (ISO-8601), default now."
     )
-    timeout: Seconds = Field(default=30, description="Seconds per request before it is retried.")
+    timeout: FloatSeconds = Field(
+        default=30.0, description="Seconds per request before it is retried."
+    )
     retries: int = Field(default=3, ge=0, description="Retries after a timeout or a 5xx answer.")
+    backoff: float = Field(
+        default=0.5, ge=0, description="Seconds before the first retry; doubles at each retry."
+    )
+    backoff_max: float = Field(default=30.0, ge=0, description="Longest delay between retries.")
     bearer_token_file: Path | None = Field(default=None, description="File with a bearer token.")
     bearer_token_env: str | None = Field(
         default=None, description="Env variable with a bearer token."
@@ -163,13 +183,44 @@ class PrometheusSourceConfig(_Strict):
         default=None, description="PEM CA bundle of the server's certificate."
     )
     insecure: bool = Field(default=False, description="Skip TLS verification (test clusters only).")
-    max_points_per_request: int = Field(default=11_000, ge=3, description="Server's point limit.")
+    max_points_per_request: int = Field(
+        default=11_000,
+        ge=3,
+        description="Server's limit of points per series and request (11,000 for Prometheus).",
+    )
+    point_margin: int = Field(
+        default=10,
+        ge=0,
+        description="Points kept below `max_points_per_request`, so rounding never reaches it.",
+    )
     method: Literal["GET", "POST"] = Field(default="GET", description="HTTP method of the queries.")
 
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", url):
+            raise ValueError(f"must start with http:// or https://, got {url!r}")
+        return url
+
     @model_validator(mode="after")
-    def _one_token(self) -> PrometheusSourceConfig:
+    def _consistent(self) -> PrometheusSourceConfig:
         if self.bearer_token_file is not None and self.bearer_token_env is not None:
             raise ValueError("give at most one of `bearer_token_file` and `bearer_token_env`")
+        token = self.bearer_token_file is not None or self.bearer_token_env is not None
+        if token and self.basic_auth is not None:
+            raise ValueError("a bearer token and `basic_auth` are exclusive: set only one")
+        if self.insecure and self.ca_bundle is not None:
+            raise ValueError("`insecure` and `ca_bundle` are exclusive: set only one")
+        if self.backoff_max < self.backoff:
+            raise ValueError(
+                "`backoff_max` must be >= `backoff`, got "
+                f"backoff={self.backoff!r}, backoff_max={self.backoff_max!r}"
+            )
+        if self.max_points_per_request - self.point_margin < 2:
+            raise ValueError(
+                "`max_points_per_request` - `point_margin` must be at least 2, got "
+                f"{self.max_points_per_request!r} - {self.point_margin!r}"
+            )
         return self
 
 
@@ -509,17 +560,6 @@ class MlflowConfig(_Strict):
     artifact_location: str | None = Field(
         default=None, description="Artifact root of a new experiment (default ./mlartifacts)."
     )
-
-
-def _float_seconds(value: Any) -> Any:
-    # A number is taken as it is: serving's intervals may be fractions of a second (tests).
-    return (
-        value if isinstance(value, int | float) and not isinstance(value, bool) else _seconds(value)
-    )
-
-
-FloatSeconds = Annotated[float, BeforeValidator(_float_seconds), Field(gt=0, allow_inf_nan=False)]
-"""A positive duration, written as :data:`Seconds` or as any positive number of seconds."""
 
 
 class ServingConfig(_Strict):

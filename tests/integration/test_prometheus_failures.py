@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 
 from tests.integration.prometheus import free_port
+from tests.training.support import prometheus_config
 from training.exceptions import HistoryFetchError
-from training.sources.prometheus import PrometheusConfig, PrometheusSource
+from training.sources.prometheus import PrometheusSource
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -76,7 +77,7 @@ def json_reply(status: int, body: str) -> Behaviour:
 
 
 def fetch(url: str, **settings: object) -> None:
-    config = PrometheusConfig(url=url, **{"retries": 0, "backoff": 0.01, **settings})  # type: ignore[arg-type]
+    config = prometheus_config(url, **{"retries": 0, "backoff": 0.01, **settings})
     with PrometheusSource(config) as source:
         source.fetch({WORKLOAD: QUERY}, start=START, end=END, step="1m")
 

@@ -25,8 +25,9 @@ import pytest
 
 from forecaster.frame import validate_frame
 from tests.integration.prometheus import Counter, Family, Gauge, PrometheusServer, ServerFactory
+from tests.training.support import prometheus_config
 from training.exceptions import HistoryFetchError
-from training.sources.prometheus import PrometheusConfig, PrometheusSource
+from training.sources.prometheus import PrometheusSource
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -148,7 +149,7 @@ def server(prometheus_factory: ServerFactory) -> PrometheusServer:
 
 def source(server: PrometheusServer, **overrides: object) -> PrometheusSource:
     settings: dict = {"retries": 0, **overrides}
-    return PrometheusSource(PrometheusConfig(url=server.url, **settings))
+    return PrometheusSource(prometheus_config(server.url, **settings))
 
 
 def test_chunked_pull_equals_written_history(server: PrometheusServer) -> None:

@@ -12,11 +12,13 @@ import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from forecaster.exceptions import ConfigError
+from tests.training.support import prometheus_config
 from training.exceptions import HistoryFetchError, SourceError
 from training.sources import prometheus as module
-from training.sources.prometheus import PrometheusConfig, PrometheusSource, plan_chunks
+from training.sources.prometheus import PrometheusSource, plan_chunks
 
 URL = "http://prometheus.example:9090"
 T0 = 1_746_057_600  # 2025-05-01T00:00:00Z, a multiple of every step used here
@@ -32,33 +34,35 @@ def utc(seconds: float) -> pd.Timestamp:
 @pytest.mark.parametrize(
     ("settings", "match"),
     [
-        pytest.param({"url": "prometheus:9090"}, r"`url`.*'prometheus:9090'", id="no-scheme"),
-        pytest.param({"timeout": 0}, r"`timeout`.*0", id="zero-timeout"),
-        pytest.param({"retries": -1}, r"`retries`.*-1", id="negative-retries"),
+        pytest.param({"url": "prometheus:9090"}, r"http://.*'prometheus:9090'", id="no-scheme"),
+        pytest.param(
+            {"timeout": 0}, r"timeout\s+Input should be greater than 0", id="zero-timeout"
+        ),
+        pytest.param({"retries": -1}, r"retries\s+Input should be greater", id="negative-retries"),
         pytest.param({"backoff": 5, "backoff_max": 1}, r"`backoff_max`", id="backoff-max-small"),
         pytest.param({"bearer_token": "t", "basic_auth": ("u", "p")}, r"exclusive", id="two-auths"),
         pytest.param({"insecure": True, "ca_bundle": Path("ca.pem")}, r"exclusive", id="tls"),
         pytest.param(
             {"max_points_per_request": 100, "point_margin": 99}, r"at least 2", id="margin"
         ),
-        pytest.param({"point_margin": -1}, r"`point_margin`.*-1", id="negative-margin"),
-        pytest.param({"method": "PUT"}, r"`method`.*'PUT'", id="method"),
+        pytest.param({"point_margin": -1}, r"point_margin\s+Input should be", id="negative-margin"),
+        pytest.param({"method": "PUT"}, r"method\s+Input should be 'GET' or 'POST'", id="method"),
     ],
 )
 def test_config_rejects_bad_values(settings: dict[str, Any], match: str) -> None:
-    with pytest.raises(ConfigError, match=match):
-        PrometheusConfig(**{"url": URL, **settings})
+    with pytest.raises((ConfigError, ValidationError), match=match):
+        prometheus_config(**{"url": URL, **settings})
 
 
 def test_config_defaults_stay_under_the_server_limit() -> None:
-    config = PrometheusConfig(url=URL)
-    assert config.max_points_per_request == 11_000
+    config = prometheus_config(URL)
+    assert config.settings.max_points_per_request == 11_000
     assert 0 < config.points_per_chunk < 11_000
 
 
 def test_secrets_stay_out_of_repr() -> None:
-    text = repr(PrometheusConfig(url=URL, bearer_token="s3cret"))
-    text += repr(PrometheusConfig(url=URL, basic_auth=("user", "hunter2")))
+    text = repr(prometheus_config(URL, bearer_token="s3cret"))
+    text += repr(prometheus_config(URL, basic_auth=("user", "hunter2")))
     assert "s3cret" not in text
     assert "hunter2" not in text
 
@@ -78,7 +82,7 @@ def test_secrets_stay_out_of_repr() -> None:
 def test_credentials_and_tls_reach_the_client(
     settings: dict[str, Any], headers: Any, auth: Any, verify: Any
 ) -> None:
-    source = PrometheusSource(PrometheusConfig(url=URL, **settings))
+    source = PrometheusSource(prometheus_config(URL, **settings))
     client = source._connect()  # builds the session only, no request is sent
     try:
         assert client.headers == headers
@@ -164,7 +168,7 @@ def test_gaps_stay_missing_and_are_reported(fake_range: FakeRange) -> None:
     values[grid[13]] = "+Inf"
     fake_range.series["q"] = [{"metric": {}, "values": list(values.items())}]
 
-    with PrometheusSource(PrometheusConfig(url=URL, max_points_per_request=6, point_margin=0)) as s:
+    with PrometheusSource(prometheus_config(URL, max_points_per_request=6, point_margin=0)) as s:
         history = s.fetch({"w": "q"}, start=utc(grid[0]), end=utc(grid[-1]), step=60)
 
     got = history.frame["value"].to_numpy()
@@ -184,7 +188,7 @@ def test_gaps_stay_missing_and_are_reported(fake_range: FakeRange) -> None:
 
 def test_bounds_are_aligned_inward_to_the_step(fake_range: FakeRange) -> None:
     fake_range.series["q"] = [{"values": [[T0 + 300 * i, "1"] for i in range(10)]}]
-    with PrometheusSource(PrometheusConfig(url=URL)) as source:
+    with PrometheusSource(prometheus_config(URL)) as source:
         history = source.fetch(
             {"w": "q"},
             start=pd.Timestamp(T0 + 1, unit="s", tz="UTC").tz_convert("Europe/Paris"),
@@ -207,7 +211,7 @@ def test_bounds_are_aligned_inward_to_the_step(fake_range: FakeRange) -> None:
 )
 def test_bad_ranges_are_config_errors(start: Any, end: Any, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
-        PrometheusSource(PrometheusConfig(url=URL)).fetch({"w": "q"}, start, end, 60)
+        PrometheusSource(prometheus_config(URL)).fetch({"w": "q"}, start, end, 60)
 
 
 def test_covariates_become_columns(fake_range: FakeRange) -> None:
@@ -217,7 +221,7 @@ def test_covariates_become_columns(fake_range: FakeRange) -> None:
         "demand_b": [{"values": [[t, "2"] for t in grid]}],
         "gpu_a": [{"values": [[t, "50"] for t in grid]}],
     }
-    with PrometheusSource(PrometheusConfig(url=URL)) as source:
+    with PrometheusSource(prometheus_config(URL)) as source:
         history = source.fetch(
             {"a": "demand_a", "b": "demand_b"},
             start=utc(grid[0]),
@@ -245,7 +249,7 @@ def test_covariates_become_columns(fake_range: FakeRange) -> None:
 )
 def test_bad_covariates(covariates: dict[str, dict[str, str]], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
-        PrometheusSource(PrometheusConfig(url=URL)).fetch(
+        PrometheusSource(prometheus_config(URL)).fetch(
             {"a": "q"}, utc(T0), utc(T0 + 60), 60, covariates=covariates
         )
 
@@ -253,10 +257,10 @@ def test_bad_covariates(covariates: dict[str, dict[str, str]], match: str) -> No
 def test_point_off_the_grid_is_an_error(fake_range: FakeRange) -> None:
     fake_range.series["q"] = [{"values": [[T0, "1"], [T0 + 30, "2"]]}]
     with pytest.raises(HistoryFetchError, match=r"off the requested grid.*'w'.*Query: 'q'"):
-        PrometheusSource(PrometheusConfig(url=URL)).fetch({"w": "q"}, utc(T0), utc(T0 + 60), 60)
+        PrometheusSource(prometheus_config(URL)).fetch({"w": "q"}, utc(T0), utc(T0 + 60), 60)
 
 
 def test_malformed_series_is_an_error(fake_range: FakeRange) -> None:
     fake_range.series["q"] = [{"values": [[T0, "not-a-number"]]}]
     with pytest.raises(HistoryFetchError, match=r"malformed series for workload 'w'.*Query: 'q'"):
-        PrometheusSource(PrometheusConfig(url=URL)).fetch({"w": "q"}, utc(T0), utc(T0 + 60), 60)
+        PrometheusSource(prometheus_config(URL)).fetch({"w": "q"}, utc(T0), utc(T0 + 60), 60)

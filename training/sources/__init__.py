@@ -36,17 +36,7 @@ def _prometheus(settings: Any, clock: Clock | None) -> HistorySource:
             else _env_secret(basic.password_env, "basic_auth.password_env")
         )
         auth = (basic.username, password)
-    config = PrometheusConfig(
-        url=settings.url,
-        timeout=float(settings.timeout),
-        retries=settings.retries,
-        bearer_token=token,
-        basic_auth=auth,
-        ca_bundle=settings.ca_bundle,
-        insecure=settings.insecure,
-        max_points_per_request=settings.max_points_per_request,
-        method=settings.method,
-    )
+    config = PrometheusConfig(settings, bearer_token=token, basic_auth=auth)
     end = None
     if settings.end:
         end = pd.Timestamp(settings.end)

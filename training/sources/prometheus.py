@@ -66,11 +66,10 @@ from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from training.exceptions import HistoryFetchError
 from training.sources.base import FetchedHistory, TimeLike
-from training.sources.prometheus_config import PROMETHEUS_MAX_POINTS, PrometheusConfig
+from training.sources.prometheus_config import PrometheusConfig
 from training.sources.ranges import SeriesReport, TimeRange, missing_ranges, plan_chunks
 
 __all__ = [
-    "PROMETHEUS_MAX_POINTS",
     "PrometheusConfig",
     "PrometheusSource",
     "SeriesReport",
@@ -102,7 +101,9 @@ class PrometheusSource:
 
     Examples
     --------
-    >>> source = PrometheusSource(PrometheusConfig(url="http://127.0.0.1:9090"))
+    >>> from training.config import PrometheusSourceConfig
+    >>> settings = PrometheusSourceConfig(type="prometheus", url="http://127.0.0.1:9090")
+    >>> source = PrometheusSource(PrometheusConfig(settings))
     >>> history = source.fetch(  # doctest: +SKIP
     ...     {"chat": 'sum(rate(vllm:request_success_total{model_name="chat"}[5m]))'},
     ...     start=pd.Timestamp("2025-05-01", tz="UTC"),
@@ -301,7 +302,7 @@ class PrometheusSource:
     def _request(
         self, label: str, query: str, start: int, end: int, step: int
     ) -> list[dict[str, Any]]:
-        attempts = self.config.retries + 1
+        attempts = self.config.settings.retries + 1
         for attempt in range(1, attempts + 1):
             try:
                 return self._request_once(query, start, end, step)
@@ -312,7 +313,8 @@ class PrometheusSource:
                         f"Prometheus query for workload {label!r} failed{tried}: {exc}. "
                         f"Query: {query!r} ({self._where(start, end)}, step {step}s)"
                     ) from exc.__cause__
-                delay = min(self.config.backoff_max, self.config.backoff * 2 ** (attempt - 1))
+                settings = self.config.settings
+                delay = min(settings.backoff_max, settings.backoff * 2 ** (attempt - 1))
                 logger.warning(
                     "workload %r: attempt %d/%d failed (%s), retrying in %.2f s",
                     label,
@@ -326,7 +328,7 @@ class PrometheusSource:
 
     def _request_once(self, query: str, start: int, end: int, step: int) -> list[dict[str, Any]]:
         client = self._connect()
-        timeout = self.config.timeout
+        timeout = self.config.settings.timeout
         self._last_response = None
         try:
             result = client.custom_query_range(
@@ -347,7 +349,7 @@ class PrometheusSource:
             ) from exc
         except requests.ConnectionError as exc:
             raise _AttemptError(
-                f"cannot connect to {self.config.url} ({_root_cause(exc)})", retryable=True
+                f"cannot connect to {self.config.settings.url} ({_root_cause(exc)})", retryable=True
             ) from exc
         except PrometheusApiClientException as exc:
             status = self._last_response.status_code if self._last_response is not None else None
@@ -372,10 +374,14 @@ class PrometheusSource:
 
     def _connect(self) -> PrometheusConnect:
         if self._client is None:
-            config = self.config
+            config, settings = self.config, self.config.settings
             session = requests.Session()
             session.verify = (
-                False if config.insecure else str(config.ca_bundle) if config.ca_bundle else True
+                False
+                if settings.insecure
+                else str(settings.ca_bundle)
+                if settings.ca_bundle
+                else True
             )
             # Status codes must come back to us: the client's own retry adapter would turn
             # them into opaque RetryErrors, and we retry with our own backoff.
@@ -384,13 +390,13 @@ class PrometheusSource:
                 {"Authorization": f"Bearer {config.bearer_token}"} if config.bearer_token else None
             )
             self._client = PrometheusConnect(
-                url=config.url.rstrip("/"),
+                url=settings.url.rstrip("/"),
                 headers=headers,
                 auth=config.basic_auth,
                 session=session,
                 retry=Retry(total=0, read=False),
-                timeout=config.timeout,
-                method=config.method,
+                timeout=settings.timeout,
+                method=settings.method,
             )
         return self._client
 
