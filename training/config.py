@@ -676,6 +676,11 @@ class TrainConfig(_Strict):
             cells.update(policy.horizons(step))
         return tuple(sorted(cells))
 
+    @property
+    def scored_policies(self) -> list[str]:
+        """The policies each evaluation fold scores: the evaluation's, then the gate's."""
+        return list(dict.fromkeys([*self.evaluation.policies, self.gate.policy]))
+
     def fingerprint(self) -> str:
         """Hash of everything that shapes the model (not the source, MLflow or serving)."""
         shaped = self.model_dump(

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from forecaster.backtest.frontier import headline_point, run_policy
 from forecaster.exceptions import (
     ConfigError,
     DataValidationError,
@@ -45,7 +43,7 @@ from forecaster.exceptions import (
 from forecaster.models import BaseForecaster, make_model
 from forecaster.workload import WorkloadPolicy
 from training.config import TrainConfig
-from training.exceptions import ModelLoadError, TrackingError
+from training.exceptions import ModelLoadError
 from training.gate import GateDecision, decide
 from training.registry import CHAMPION, champion_version, load_model_version
 from training.scoring import ModelScore, score_model
@@ -53,19 +51,15 @@ from training.settings import resolve_tracking_uri
 from training.sources import FetchedHistory, HistorySource, make_source
 from training.sources.ranges import describe_missing
 from training.tracking import (
-    TAG_CONFIG,
-    TAG_DATA,
-    TAG_VERDICT,
-    git_commit,
-    log_policies,
+    TrainingRecord,
+    log_run,
     open_store,
-    plan_signature,
     registered_versions,
     run_name,
     same_version,
     utc_now,
 )
-from training.validation import SeriesCheck, check_history
+from training.validation import check_history
 
 if TYPE_CHECKING:
     from training.pyfunc import PrewarmModel
@@ -243,22 +237,21 @@ def run_training(
     from training.pyfunc import PrewarmModel
 
     planner = PrewarmModel(candidate, policies)
-    run_id, version = _log_run(
-        config,
-        client,
-        experiment_id,
-        planner,
-        history,
-        checks,
-        scores,
-        champion_score,
-        decision,
-        data_fp,
-        config_fp,
-        champion_before,
-        fit_seconds,
-        run_name(clock()),
+    record = TrainingRecord(
+        config=config,
+        planner=planner,
+        history=history,
+        checks=checks,
+        scores=scores,
+        champion=champion_score,
+        decision=decision,
+        data_fingerprint=data_fp,
+        config_fingerprint=config_fp,
+        champion_before=champion_before,
+        fit_seconds=fit_seconds,
+        run_name=run_name(clock()),
     )
+    run_id, version = log_run(client, experiment_id, record)
     tick("promote")
     if promote and decision.promote:
         client.set_registered_model_alias(name, CHAMPION, version)
@@ -397,10 +390,6 @@ def _fit(
         raise DataValidationError(f"cannot fit {config.model.name!r}: {exc}") from exc
 
 
-def _policies(config: TrainConfig) -> list[str]:
-    return list(dict.fromkeys([*config.evaluation.policies, config.gate.policy]))
-
-
 def _resolve_policies(
     config: TrainConfig, policies: Mapping[str, WorkloadPolicy] | None
 ) -> dict[str, WorkloadPolicy]:
@@ -429,7 +418,7 @@ def _score(
         frame,
         start,
         {name: policy for name, policy in policies.items() if name in names},
-        policies=_policies(config),
+        policies=config.scored_policies,
         seed=config.evaluation.seed,
     )
 
@@ -481,217 +470,3 @@ def _score_champion(
 
 
 # -- MLflow --------------------------------------------------------------------------------
-
-
-def _log_run(
-    config: TrainConfig,
-    client: Any,
-    experiment_id: str,
-    planner: PrewarmModel,
-    history: FetchedHistory,
-    checks: list[SeriesCheck],
-    scores: list[ModelScore],
-    champion: ModelScore | None,
-    decision: GateDecision,
-    data_fp: str,
-    config_fp: str,
-    champion_before: str | None,
-    fit_seconds: float,
-    name_of_run: str,
-) -> tuple[str, str]:
-    import mlflow
-    from mlflow.exceptions import MlflowException
-
-    from training import __version__
-    from training.pyfunc import to_naive_utc
-
-    name = config.mlflow.registered_model
-    score = scores[-1]
-    frame = history.frame
-    example = to_naive_utc(
-        frame.sort_values(["series", "timestamp"])
-        .groupby("series", sort=True)
-        .tail(planner.history_cells_needed)
-        .reset_index(drop=True)
-    )
-    try:
-        with mlflow.start_run(
-            experiment_id=experiment_id,
-            run_name=name_of_run,
-        ) as run:
-            mlflow.set_tags(
-                {
-                    "prewarm.version": __version__,
-                    "git.commit": git_commit() or "unknown",
-                    TAG_DATA: data_fp,
-                    TAG_CONFIG: config_fp,
-                    "prewarm.source": config.source.type,
-                    "prewarm.champion_before": champion_before or "none",
-                    TAG_VERDICT: "pass" if decision.promote else "fail",
-                }
-            )
-            mlflow.log_params(_params(config, planner, history))
-            log_policies(planner.policies)
-            metrics = score.metrics()
-            for k, fold in enumerate(scores[:-1]):
-                metrics.update(fold.metrics(prefix=f"fold{k + 1}."))
-            metrics["walkforward.pinball_mean"] = float(np.mean([s.mean_pinball() for s in scores]))
-            if champion is not None:
-                metrics.update(champion.metrics(prefix="champion."))
-            metrics["gate.promote"] = float(decision.promote)
-            if decision.candidate_cost is not None:
-                metrics["gate.candidate_cost"] = decision.candidate_cost
-            if decision.champion_cost is not None:
-                metrics["gate.champion_cost"] = decision.champion_cost
-            metrics["fit_seconds"] = fit_seconds
-            mlflow.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)})
-            mlflow.log_dict(config.model_dump(mode="json"), "config/resolved.yaml")
-            mlflow.log_dict(_window(history, checks, data_fp, score), "data/window.json")
-            mlflow.log_dict(
-                {"summary": decision.summary(), "reasons": list(decision.reasons)}, "gate.json"
-            )
-            _log_figures(config, score)
-            output = planner.predict(None, example)
-            info = mlflow.pyfunc.log_model(
-                name="model",
-                python_model=planner,
-                signature=plan_signature(example, output),
-                input_example=example,
-                pip_requirements=_requirements(),
-            )
-            version = mlflow.register_model(
-                info.model_uri,
-                name,
-                tags={
-                    TAG_DATA: data_fp,
-                    TAG_CONFIG: config_fp,
-                    TAG_VERDICT: "pass" if decision.promote else "fail",
-                },
-            )
-            client.update_model_version(
-                name,
-                version.version,
-                description=_description(
-                    config, history, decision, data_fp, run.info.run_id, champion_before
-                ),
-            )
-            return run.info.run_id, str(version.version)
-    except MlflowException as exc:
-        raise TrackingError(f"MLflow refused the run: {exc}") from exc
-
-
-def _params(config: TrainConfig, planner: PrewarmModel, history: FetchedHistory) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "model.name": config.model.name,
-        "model.quantiles": list(planner.forecaster.quantiles),
-        "model.horizons": list(planner.forecaster.horizons),
-        "data.step_seconds": history.step,
-        "data.start": history.start.isoformat(),
-        "data.end": history.end.isoformat(),
-        "data.workloads": ",".join(planner.workloads),
-        "evaluation.window_seconds": config.evaluation.window,
-        "evaluation.folds": config.evaluation.folds,
-        "evaluation.train_window_seconds": config.evaluation.train_window,
-        "evaluation.policies": ",".join(_policies(config)),
-        "gate.policy": config.gate.policy,
-        "gate.cost_tolerance": config.gate.cost_tolerance,
-        "gate.pinball_tolerance": config.gate.pinball_tolerance,
-        "gate.coverage_tolerance": config.gate.coverage_tolerance,
-    }
-    for key, value in planner.forecaster.get_params().items():
-        if key not in ("horizons", "quantiles", "features"):
-            params[f"model.{key}"] = value
-    features = getattr(planner.forecaster, "features_", None)
-    if features is not None:
-        for key, value in features.to_dict().items():
-            params[f"features.{key}"] = value
-    return {k: str(v)[:6000] for k, v in params.items()}
-
-
-def _window(
-    history: FetchedHistory, checks: list[SeriesCheck], data_fp: str, score: ModelScore
-) -> dict[str, Any]:
-    return {
-        "fingerprint": data_fp,
-        "start": history.start.isoformat(),
-        "end": history.end.isoformat(),
-        "step_seconds": history.step,
-        "gate_window": {"start": score.start.isoformat(), "end": score.end.isoformat()},
-        "series": [check.__dict__ for check in checks],
-        "missing": [
-            {
-                "workload": r.workload,
-                "column": r.column,
-                "query": r.query,
-                "ranges": [[str(m.start), str(m.end), m.points] for m in r.missing],
-            }
-            for r in history.reports
-            if r.missing
-        ],
-    }
-
-
-def _log_figures(config: TrainConfig, score: ModelScore) -> None:
-    import mlflow
-
-    from forecaster.backtest.plots import capacity_figure, frontier_figure
-    from training.plots import forecast_figure
-
-    for workload in config.workloads:
-        result = score.workloads[workload.name]
-        spec = workload.spec
-        horizon = min(result.pinball_by_horizon)
-        mlflow.log_figure(
-            forecast_figure(result, horizon, result.tau), f"plots/{workload.name}/forecast.png"
-        )
-        mlflow.log_figure(
-            frontier_figure(result.frontier, spec.slo_unserved_fraction),
-            f"plots/{workload.name}/frontier.png",
-        )
-        runs = {}
-        for policy, points in result.frontier.items():
-            point, _ = headline_point(points, spec.slo_unserved_fraction)
-            runs[policy], _ = run_policy(
-                result.observation, policy, point.params, config.evaluation.seed
-            )
-        mlflow.log_figure(
-            capacity_figure(runs, spec.capacity_per_replica, f"{workload.name}: backtest day"),
-            f"plots/{workload.name}/backtest_day.png",
-        )
-
-
-def _requirements() -> list[str]:
-    """Pinned versions of what the pyfunc imports (inferring them costs seconds per run)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = []
-    for package in ("mlflow", "numpy", "pandas", "scikit-learn", "lightgbm", "cloudpickle"):
-        try:
-            out.append(f"{package}=={version(package)}")
-        except PackageNotFoundError:
-            continue
-    return out
-
-
-def _description(
-    config: TrainConfig,
-    history: FetchedHistory,
-    decision: GateDecision,
-    data_fp: str,
-    run_id: str,
-    champion_before: str | None,
-) -> str:
-    workloads = ", ".join(w.name for w in config.workloads)
-    verdict = "passed" if decision.promote else "did not pass"
-    versus = f"champion version {champion_before}" if champion_before else "no champion"
-    lines = [
-        f"Forecaster `{config.model.name}` for {len(config.workloads)} workload(s): {workloads}.",
-        f"Trained on {config.source.type} history {history.start:%Y-%m-%d %H:%M} .. "
-        f"{history.end:%Y-%m-%d %H:%M} UTC at {history.step}s steps "
-        f"(data fingerprint `{data_fp}`).",
-        f"Gate against {versus} on the last {config.evaluation.window / 3600:g} h: {verdict}.",
-        *(f"- {reason}" for reason in decision.reasons),
-        f"Run `{run_id}`: see its metrics, plots/ (forecast, backtest day, frontier) and "
-        "config/resolved.yaml.",
-    ]
-    return "\n".join(lines)

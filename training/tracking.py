@@ -1,4 +1,5 @@
-"""MLflow plumbing: the store, the experiment, tags and the registry lookups of a run.
+"""MLflow plumbing: the store, the experiment, what a training run writes, tags and the
+registry lookups of a run.
 
 The default store is MLflow's embedded one, a SQLite file in the working directory
 (``sqlite:///mlflow.db``), with artifacts in ``mlartifacts/`` beside it. Analysts browse it
@@ -9,13 +10,18 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import subprocess
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from forecaster.backtest.frontier import headline_point, run_policy
 from forecaster.exceptions import ConfigError
 from forecaster.workload import WorkloadPolicy
 from training.exceptions import TrackingError
@@ -25,6 +31,13 @@ if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities.model_registry import ModelVersion
     from mlflow.models import ModelSignature
+
+    from training.config import TrainConfig
+    from training.gate import GateDecision
+    from training.pyfunc import PrewarmModel
+    from training.scoring import ModelScore
+    from training.sources import FetchedHistory
+    from training.validation import SeriesCheck
 
 logger = logging.getLogger(__name__)
 
@@ -196,3 +209,258 @@ def registered_policies(client: MlflowClient, name: str, version: str) -> dict[s
         return {workload: WorkloadPolicy.from_dict(d) for workload, d in document.items()}
     except (ConfigError, TypeError, KeyError, AttributeError) as exc:
         raise TrackingError(f"{label} does not hold workload policies: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class TrainingRecord:
+    """Everything one training run writes to MLflow.
+
+    Attributes
+    ----------
+    config : TrainConfig
+        The validated configuration (logged resolved, and as params).
+    planner : PrewarmModel
+        The candidate, logged as the run's pyfunc model and registered.
+    history : FetchedHistory
+        The history it was trained on (window, missing ranges).
+    checks : list of SeriesCheck
+        The per-series history checks.
+    scores : list of ModelScore
+        One per walk-forward fold, the gate's last.
+    champion : ModelScore or None
+        The champion's score on the gate fold, when there is one.
+    decision : GateDecision
+        The gate's verdict.
+    data_fingerprint, config_fingerprint : str
+        What makes a version the same as another (tags of the run and the version).
+    champion_before : str or None
+        The champion version when the run started.
+    fit_seconds : float
+        Wall time of every fold's fit.
+    run_name : str
+        The MLflow run name (:func:`run_name`).
+    """
+
+    config: TrainConfig
+    planner: PrewarmModel
+    history: FetchedHistory
+    checks: list[SeriesCheck]
+    scores: list[ModelScore]
+    champion: ModelScore | None
+    decision: GateDecision
+    data_fingerprint: str
+    config_fingerprint: str
+    champion_before: str | None
+    fit_seconds: float
+    run_name: str
+
+
+def log_run(client: MlflowClient, experiment_id: str, record: TrainingRecord) -> tuple[str, str]:
+    """Write ``record`` as one MLflow run (tags, params, policies, metrics, the resolved
+    config, the data window, the gate, figures, the pyfunc model) and register its model.
+
+    Returns
+    -------
+    (str, str)
+        The run id and the registered version.
+
+    Raises
+    ------
+    TrackingError
+        MLflow refused a write.
+    """
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    from training import __version__
+    from training.pyfunc import to_naive_utc
+
+    config, planner, history = record.config, record.planner, record.history
+    name = config.mlflow.registered_model
+    score = record.scores[-1]
+    frame = history.frame
+    example = to_naive_utc(
+        frame.sort_values(["series", "timestamp"])
+        .groupby("series", sort=True)
+        .tail(planner.history_cells_needed)
+        .reset_index(drop=True)
+    )
+    try:
+        with mlflow.start_run(
+            experiment_id=experiment_id,
+            run_name=record.run_name,
+        ) as run:
+            mlflow.set_tags(
+                {
+                    "prewarm.version": __version__,
+                    "git.commit": git_commit() or "unknown",
+                    TAG_DATA: record.data_fingerprint,
+                    TAG_CONFIG: record.config_fingerprint,
+                    "prewarm.source": config.source.type,
+                    "prewarm.champion_before": record.champion_before or "none",
+                    TAG_VERDICT: "pass" if record.decision.promote else "fail",
+                }
+            )
+            mlflow.log_params(_params(config, planner, history))
+            log_policies(planner.policies)
+            metrics = score.metrics()
+            for k, fold in enumerate(record.scores[:-1]):
+                metrics.update(fold.metrics(prefix=f"fold{k + 1}."))
+            metrics["walkforward.pinball_mean"] = float(
+                np.mean([s.mean_pinball() for s in record.scores])
+            )
+            if record.champion is not None:
+                metrics.update(record.champion.metrics(prefix="champion."))
+            decision = record.decision
+            metrics["gate.promote"] = float(decision.promote)
+            if decision.candidate_cost is not None:
+                metrics["gate.candidate_cost"] = decision.candidate_cost
+            if decision.champion_cost is not None:
+                metrics["gate.champion_cost"] = decision.champion_cost
+            metrics["fit_seconds"] = record.fit_seconds
+            mlflow.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)})
+            mlflow.log_dict(config.model_dump(mode="json"), "config/resolved.yaml")
+            mlflow.log_dict(
+                _window(history, record.checks, record.data_fingerprint, score), "data/window.json"
+            )
+            mlflow.log_dict(
+                {"summary": decision.summary(), "reasons": list(decision.reasons)}, "gate.json"
+            )
+            _log_figures(config, score)
+            output = planner.predict(None, example)
+            info = mlflow.pyfunc.log_model(
+                name="model",
+                python_model=planner,
+                signature=plan_signature(example, output),
+                input_example=example,
+                pip_requirements=_requirements(),
+            )
+            version = mlflow.register_model(
+                info.model_uri,
+                name,
+                tags={
+                    TAG_DATA: record.data_fingerprint,
+                    TAG_CONFIG: record.config_fingerprint,
+                    TAG_VERDICT: "pass" if decision.promote else "fail",
+                },
+            )
+            client.update_model_version(
+                name,
+                version.version,
+                description=_description(record, run.info.run_id),
+            )
+            return run.info.run_id, str(version.version)
+    except MlflowException as exc:
+        raise TrackingError(f"MLflow refused the run: {exc}") from exc
+
+
+def _params(config: TrainConfig, planner: PrewarmModel, history: FetchedHistory) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "model.name": config.model.name,
+        "model.quantiles": list(planner.forecaster.quantiles),
+        "model.horizons": list(planner.forecaster.horizons),
+        "data.step_seconds": history.step,
+        "data.start": history.start.isoformat(),
+        "data.end": history.end.isoformat(),
+        "data.workloads": ",".join(planner.workloads),
+        "evaluation.window_seconds": config.evaluation.window,
+        "evaluation.folds": config.evaluation.folds,
+        "evaluation.train_window_seconds": config.evaluation.train_window,
+        "evaluation.policies": ",".join(config.scored_policies),
+        "gate.policy": config.gate.policy,
+        "gate.cost_tolerance": config.gate.cost_tolerance,
+        "gate.pinball_tolerance": config.gate.pinball_tolerance,
+        "gate.coverage_tolerance": config.gate.coverage_tolerance,
+    }
+    for key, value in planner.forecaster.get_params().items():
+        if key not in ("horizons", "quantiles", "features"):
+            params[f"model.{key}"] = value
+    features = getattr(planner.forecaster, "features_", None)
+    if features is not None:
+        for key, value in features.to_dict().items():
+            params[f"features.{key}"] = value
+    return {k: str(v)[:6000] for k, v in params.items()}
+
+
+def _window(
+    history: FetchedHistory, checks: list[SeriesCheck], data_fp: str, score: ModelScore
+) -> dict[str, Any]:
+    return {
+        "fingerprint": data_fp,
+        "start": history.start.isoformat(),
+        "end": history.end.isoformat(),
+        "step_seconds": history.step,
+        "gate_window": {"start": score.start.isoformat(), "end": score.end.isoformat()},
+        "series": [check.__dict__ for check in checks],
+        "missing": [
+            {
+                "workload": r.workload,
+                "column": r.column,
+                "query": r.query,
+                "ranges": [[str(m.start), str(m.end), m.points] for m in r.missing],
+            }
+            for r in history.reports
+            if r.missing
+        ],
+    }
+
+
+def _log_figures(config: TrainConfig, score: ModelScore) -> None:
+    import mlflow
+
+    from forecaster.backtest.plots import capacity_figure, frontier_figure
+    from training.plots import forecast_figure
+
+    for workload in config.workloads:
+        result = score.workloads[workload.name]
+        spec = workload.spec
+        horizon = min(result.pinball_by_horizon)
+        mlflow.log_figure(
+            forecast_figure(result, horizon, result.tau), f"plots/{workload.name}/forecast.png"
+        )
+        mlflow.log_figure(
+            frontier_figure(result.frontier, spec.slo_unserved_fraction),
+            f"plots/{workload.name}/frontier.png",
+        )
+        runs = {}
+        for policy, points in result.frontier.items():
+            point, _ = headline_point(points, spec.slo_unserved_fraction)
+            runs[policy], _ = run_policy(
+                result.observation, policy, point.params, config.evaluation.seed
+            )
+        mlflow.log_figure(
+            capacity_figure(runs, spec.capacity_per_replica, f"{workload.name}: backtest day"),
+            f"plots/{workload.name}/backtest_day.png",
+        )
+
+
+def _requirements() -> list[str]:
+    """Pinned versions of what the pyfunc imports (inferring them costs seconds per run)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for package in ("mlflow", "numpy", "pandas", "scikit-learn", "lightgbm", "cloudpickle"):
+        try:
+            out.append(f"{package}=={version(package)}")
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def _description(record: TrainingRecord, run_id: str) -> str:
+    config, history, decision = record.config, record.history, record.decision
+    data_fp, champion_before = record.data_fingerprint, record.champion_before
+    workloads = ", ".join(w.name for w in config.workloads)
+    verdict = "passed" if decision.promote else "did not pass"
+    versus = f"champion version {champion_before}" if champion_before else "no champion"
+    lines = [
+        f"Forecaster `{config.model.name}` for {len(config.workloads)} workload(s): {workloads}.",
+        f"Trained on {config.source.type} history {history.start:%Y-%m-%d %H:%M} .. "
+        f"{history.end:%Y-%m-%d %H:%M} UTC at {history.step}s steps "
+        f"(data fingerprint `{data_fp}`).",
+        f"Gate against {versus} on the last {config.evaluation.window / 3600:g} h: {verdict}.",
+        *(f"- {reason}" for reason in decision.reasons),
+        f"Run `{run_id}`: see its metrics, plots/ (forecast, backtest day, frontier) and "
+        "config/resolved.yaml.",
+    ]
+    return "\n".join(lines)

@@ -19,7 +19,7 @@ matplotlib.use("pdf")  # the caller's choice; a notebook's would be its inline b
 import mlflow
 import pandas as pd
 from forecaster.scenarios import gpu_inference_demand
-from training import pipeline
+from training import pipeline, tracking
 from training.config import parse_config
 from training.scoring import score_model
 
@@ -42,7 +42,7 @@ def log_figure(figure, path):
     drawn.append(path)
 
 mlflow.log_figure = log_figure  # the figures as training draws them, without a store
-pipeline._log_figures(config, score)
+tracking._log_figures(config, score)
 print(json.dumps({
     "pyplot": "matplotlib.pyplot" in sys.modules,
     "backend": matplotlib.get_backend(),
