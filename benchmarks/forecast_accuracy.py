@@ -477,7 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ) as bar,
     ):
         blocks = {
-            d.name: len(splitter_for(d, eval_days).blocks(pd.DatetimeIndex(d.frame["timestamp"])))
+            d.name: len(list(splitter_for(d, eval_days).split(d.frame["timestamp"].nunique())))
             for d in datasets
         }
         overall = bar.add_task("refits", total=sum(blocks.values()) * len(contenders))

@@ -7,7 +7,7 @@ comparison table is like for like: same origins, same refits, same metrics.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,6 +26,7 @@ from forecaster.metrics import (
     seasonal_naive_scale,
 )
 from forecaster.models.base import quantile_column
+from forecaster.splitting import Fold, origins
 
 Progress = Callable[[str, int, int], None]
 
@@ -57,16 +58,21 @@ class RollingOrigin:
     eval_cells: int
     refit_every: int
 
-    def blocks(self, times: pd.DatetimeIndex) -> list[pd.DatetimeIndex]:
-        """Origins of each refit block, from the grid ``times`` (sorted, unique)."""
-        scoreable = times[: len(times) - self.horizon]
-        origins = scoreable[-self.eval_cells :]
-        if len(origins) == 0 or len(origins) >= len(scoreable):
+    def split(self, n: int) -> Iterator[Fold]:
+        """Each refit block of a grid of ``n`` cells: the model is fitted on cells ``train``
+        (all up to the block's first origin) and forecasts from each origin of ``test``
+        (:func:`forecaster.splitting.origins`)."""
+        scoreable = max(n - self.horizon, 0)
+        first = scoreable - self.eval_cells
+        if self.eval_cells < 1 or first < 1:
             raise NotEnoughHistoryError(
                 f"the evaluation window of {self.eval_cells} cells needs more history: the data "
-                f"has {len(times)} cells and the horizon is {self.horizon}"
+                f"has {n} cells and the horizon is {self.horizon}"
             )
-        return [origins[i : i + self.refit_every] for i in range(0, len(origins), self.refit_every)]
+        return (
+            (range(0, start + 1), range(start + 1, min(start + self.refit_every, scoreable) + 1))
+            for start in range(first, scoreable, self.refit_every)
+        )
 
 
 @dataclass(frozen=True)
@@ -128,8 +134,11 @@ def evaluate(
         When the splitter's window leaves no history, or no model can be fitted.
     """
     times = pd.DatetimeIndex(np.sort(frame[columns.time_col].unique()))
-    blocks = splitter.blocks(times)
-    history = frame[frame[columns.time_col] < blocks[0][0]]
+    blocks = [
+        (times[train.start : train.stop], times[origins(test).start : origins(test).stop])
+        for train, test in splitter.split(len(times))
+    ]
+    history = frame[frame[columns.time_col] < blocks[0][1][0]]
     scales, scale_missing = _mase_scales(history, season, columns)
     actual = frame.set_index([columns.id_col, columns.time_col])[columns.target_col]
     rows, scored, missing, skipped = [], [], {}, {}
@@ -159,9 +168,9 @@ def evaluate(
     return Evaluation(
         scores=pd.DataFrame(rows).set_index("model"),
         forecasts=pd.concat(scored, ignore_index=True),
-        start=blocks[0][0],
-        end=blocks[-1][-1],
-        origins=sum(len(b) for b in blocks),
+        start=blocks[0][1][0],
+        end=blocks[-1][1][-1],
+        origins=sum(len(block_origins) for _, block_origins in blocks),
         horizon_seconds=splitter.horizon * step,
         missing=missing,
         skipped=skipped,
@@ -172,19 +181,21 @@ def _walk(
     name: str,
     template: Forecaster,
     frame: pd.DataFrame,
-    blocks: Sequence[pd.DatetimeIndex],
+    blocks: Sequence[tuple[pd.DatetimeIndex, pd.DatetimeIndex]],
     time_col: str,
     progress: Progress | None,
 ) -> tuple[pd.DataFrame, float, float]:
-    """Every block's forecasts of one model, and the seconds spent fitting and predicting."""
+    """Every block's forecasts of one model, and the seconds spent fitting and predicting.
+
+    Each block is (the times it is fitted on, its origins)."""
     forecasts, fit_seconds, predict_seconds = [], 0.0, 0.0
-    for done, origins in enumerate(blocks):
+    for done, (train, block_origins) in enumerate(blocks):
         model = clone(template) if hasattr(template, "get_params") else template
         started = time.perf_counter()
-        model.fit(frame[frame[time_col] <= origins[0]])
+        model.fit(frame[frame[time_col].between(train[0], train[-1])])
         fit_seconds += time.perf_counter() - started
         started = time.perf_counter()
-        forecasts.append(model.predict(frame, origins=origins))
+        forecasts.append(model.predict(frame, origins=block_origins))
         predict_seconds += time.perf_counter() - started
         if progress is not None:
             progress(name, done + 1, len(blocks))

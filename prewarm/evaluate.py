@@ -67,7 +67,8 @@ def run_evaluation(
     eval_cells, notes = evaluation_cells(len(times), history.step, cells, eval_days)
     refit_cells = max(1, round(refit_every / history.step))
     splitter = RollingOrigin(horizon=cells, eval_cells=eval_cells, refit_every=refit_cells)
-    before = (splitter.blocks(times)[0][0] - times[0]).total_seconds()
+    train, _ = next(splitter.split(len(times)))
+    before = (times[train.stop - 1] - times[0]).total_seconds()
     estimators, skipped = _models_for(models, cells, before)
     result = evaluate(
         history.frame,

@@ -44,6 +44,7 @@ from forecaster.models import BaseForecaster, make_model
 from forecaster.workload import WorkloadPolicy
 from training.config import TrainConfig
 from training.exceptions import ModelLoadError
+from training.folds import EvaluationFolds
 from training.gate import GateDecision, decide
 from training.registry import CHAMPION, champion_version, load_model_version
 from training.scoring import ModelScore, score_model
@@ -200,7 +201,7 @@ def run_training(
             champion_before, None, data_fp, message,
         )  # fmt: skip
 
-    folds = _fold_starts(frame, step, config)
+    folds = _fold_times(frame, step, config)
     scores: list[ModelScore] = []
     candidate: BaseForecaster | None = None
     fit_seconds = 0.0
@@ -309,27 +310,21 @@ def data_fingerprint(frame: pd.DataFrame) -> str:
     return digest.hexdigest()[:16]
 
 
-def _fold_starts(
+def _fold_times(
     frame: pd.DataFrame, step: int, config: TrainConfig
 ) -> list[tuple[pd.Timestamp, pd.Timestamp, pd.Timestamp]]:
-    """``(fit_start, fold_start, fold_end)`` of each fold, oldest first; end is exclusive."""
+    """``(fit_start, fold_start, fold_end)`` of each fold, oldest first; end is exclusive.
+
+    The series share one grid: cell ``c`` is ``first + c * step``."""
     evaluation = config.evaluation
-    end = frame["timestamp"].max() + pd.Timedelta(seconds=step)
+    splitter = EvaluationFolds(evaluation.folds, evaluation.window, evaluation.train_window, step)
     first = frame["timestamp"].min()
-    window = pd.Timedelta(seconds=evaluation.window)
-    folds = []
-    for k in range(evaluation.folds, 0, -1):
-        fold_start = end - k * window
-        fit_start = max(first, fold_start - pd.Timedelta(seconds=evaluation.train_window))
-        folds.append((fit_start, fold_start, fold_start + window))
-    needed = max(pd.Timedelta(days=1), 4 * window)
-    if folds[0][1] - folds[0][0] < min(needed, pd.Timedelta(seconds=evaluation.train_window)):
-        raise NotEnoughHistoryError(
-            f"{(end - first) / pd.Timedelta(days=1):.2f} days of history cannot hold "
-            f"{evaluation.folds} evaluation fold(s) of {window} after enough training data; "
-            "pull more history (source.lookback) or shorten evaluation.window/folds"
-        )
-    return folds
+    grid = pd.Timedelta(seconds=step)
+    n = (frame["timestamp"].max() - first) // grid + 1
+    return [
+        (first + train.start * grid, first + test.start * grid, first + test.stop * grid)
+        for train, test in splitter.split(n)
+    ]
 
 
 def _cells(frame: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp) -> pd.DataFrame:

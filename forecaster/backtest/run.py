@@ -152,7 +152,7 @@ def backtest(
         _cells(settings.train_window, step), _cells(settings.retrain_every, step)
     )
     start = splitter.train_window
-    splitter.periods(len(values), start)  # fails early, with the windows, when data is short
+    splitter.split(len(values))  # fails early, with the windows, when data is short
     spec = settings.spec
     forecast = None
     scores: dict[str, ForecastScore] = {}
@@ -165,7 +165,6 @@ def backtest(
             splitter,
             range(first, last + 1),
             QUANTILE_GRID,
-            start=start,
             progress=None if progress is None else lambda d, t: progress("forecasts", d, t),
         )
         scores[settings.model] = score_forecast(values, forecast, start, step)

@@ -15,7 +15,7 @@ forecast sees the future; a test corrupts the future to prove it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +24,7 @@ import pandas as pd
 from forecaster.exceptions import ConfigError, NotEnoughHistoryError
 from forecaster.models.base import BaseForecaster, quantile_column
 from forecaster.policies.base import QuantileForecast
+from forecaster.splitting import Fold, origins
 
 ModelFactory = Callable[[tuple[int, ...], tuple[float, ...]], BaseForecaster]
 Progress = Callable[[int, int], None]
@@ -51,15 +52,19 @@ class WalkForward:
                 f"got {self.train_window!r} and {self.retrain_every!r}"
             )
 
-    def periods(self, n: int, start: int | None = None) -> list[tuple[int, int]]:
-        """``(first, end)`` data steps of each period from ``start`` (default the window)."""
-        start = self.train_window if start is None else start
-        if start < self.train_window or start >= n:
+    def split(self, n: int) -> Iterator[Fold]:
+        """Each period of a grid of ``n`` data steps: ``train`` is the trailing window its
+        model is fitted on, ``test`` the period's steps (served by the origins
+        :func:`forecaster.splitting.origins` gives)."""
+        if self.train_window >= n:
             raise NotEnoughHistoryError(
                 f"the walk-forward needs {self.train_window} data steps of training history "
                 f"and some data after it; the trace has {n}"
             )
-        return [(s, min(s + self.retrain_every, n)) for s in range(start, n, self.retrain_every)]
+        return (
+            (range(s - self.train_window, s), range(s, min(s + self.retrain_every, n)))
+            for s in range(self.train_window, n, self.retrain_every)
+        )
 
 
 def walk_forward_forecast(
@@ -70,7 +75,6 @@ def walk_forward_forecast(
     horizons: Sequence[int],
     quantiles: Sequence[float],
     *,
-    start: int | None = None,
     series: str = "workload",
     progress: Progress | None = None,
 ) -> QuantileForecast:
@@ -88,8 +92,6 @@ def walk_forward_forecast(
         Retraining schedule.
     horizons, quantiles
         Horizons (data steps) and quantile levels to forecast.
-    start
-        First evaluated data step (default: ``splitter.train_window``).
     progress
         Called as ``progress(periods_done, periods_total)``.
 
@@ -102,14 +104,14 @@ def walk_forward_forecast(
     quantiles = tuple(float(q) for q in quantiles)
     frame = pd.DataFrame({"series": series, "timestamp": times, "value": values})
     out = np.full((len(values), len(horizons), len(quantiles)), np.nan)
-    periods = splitter.periods(len(values), start)
+    periods = list(splitter.split(len(values)))
     columns = [quantile_column(q) for q in quantiles]
-    for done, (first, end) in enumerate(periods, start=1):
+    for done, (train, test) in enumerate(periods, start=1):
         model = make_model(horizons, quantiles)
-        model.fit(frame.iloc[first - splitter.train_window : first])
-        origins = times[first - 1 : end - 1]
-        context = frame.iloc[max(0, first - splitter.train_window) : end - 1]
-        forecast = model.predict(context, origins=origins)
+        model.fit(frame.iloc[train.start : train.stop])
+        served = origins(test)
+        context = frame.iloc[train.start : served.stop]
+        forecast = model.predict(context, origins=times[served.start : served.stop])
         row = ((forecast["origin"] - times[0]) // (times[1] - times[0])).to_numpy(dtype=int)
         column = np.searchsorted(horizons, forecast["horizon"].to_numpy())
         out[row, column, :] = forecast[columns].to_numpy(dtype=float)

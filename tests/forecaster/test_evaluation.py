@@ -40,17 +40,9 @@ class Spy:
         )
 
 
-def test_blocks_cover_the_last_cells_in_refit_chunks():
-    times = pd.date_range("2026-01-01", periods=20, freq="15min", tz="UTC")
-    blocks = RollingOrigin(horizon=2, eval_cells=7, refit_every=3).blocks(times)
-    assert [len(b) for b in blocks] == [3, 3, 1]
-    assert blocks[0][0] == times[11] and blocks[-1][-1] == times[17]
-
-
 def test_blocks_need_history_before_the_window():
-    times = pd.date_range("2026-01-01", periods=10, freq="15min", tz="UTC")
     with pytest.raises(NotEnoughHistoryError, match="evaluation window of 9 cells"):
-        RollingOrigin(horizon=1, eval_cells=9, refit_every=3).blocks(times)
+        RollingOrigin(horizon=1, eval_cells=9, refit_every=3).split(10)
 
 
 def test_each_block_is_fitted_on_data_up_to_its_first_origin_only(frame):
