@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from forecaster.backtest.frontier import PolicyPoint, headline_point, sweep
+from forecaster.backtest.frontier import PolicyPoint, headline_costs, headlines, sweep
+from forecaster.backtest.run import observe, score_forecast
 from forecaster.exceptions import NotEnoughHistoryError
-from forecaster.metrics import coverage, pinball_loss
+from forecaster.metrics import coverage
 from forecaster.models.base import BaseForecaster, quantile_column
 from forecaster.policies import Observation, QuantileForecast
 from forecaster.policies.predictive import QUANTILE_GRID
@@ -167,37 +168,38 @@ def _score_workload(
     grid = [q for q in quantiles if any(math.isclose(q, g) for g in QUANTILE_GRID)]
     by_horizon, pooled_actual, pooled_pred = {}, [], []
     for h in scored:
-        j = np.arange(first - 1, len(values) - h)
-        actual = values[j + h]
-        predicted = cube[j, horizons.index(h), :]
-        pooled_actual.append(actual)
-        pooled_pred.append(predicted)
-        by_horizon[h] = float(
-            np.mean([pinball_loss(actual, predicted[:, quantiles.index(q)], q) for q in grid])
-            / level
+        k = horizons.index(h)
+        # The backtest's lead-horizon score, at each horizon of the workload's lead window.
+        at_h = score_forecast(
+            values, QuantileForecast(cube[:, k : k + 1, :], (h,), quantiles), first, step
         )
+        by_horizon[h] = float(np.mean([at_h.pinball[q] for q in grid]) / level)
+        j = np.arange(first - 1, len(values) - h)
+        pooled_actual.append(values[j + h])
+        pooled_pred.append(cube[j, k, :])
+    # Pooled over the lead window, and an origin without a forecast counts as a miss: the
+    # gate's coverage and MAE are not the backtest's lead-horizon ones.
     actual = np.concatenate(pooled_actual)
     predicted = np.concatenate(pooled_pred)
     median = int(np.argmin(np.abs(np.array(quantiles) - 0.5)))
     keep = np.isfinite(actual) & np.isfinite(predicted[:, median])
     mae = float(np.mean(np.abs(actual[keep] - predicted[keep, median]))) if keep.any() else math.nan
-    filled = pd.Series(values).interpolate(limit_direction="both").to_numpy()
-    obs = Observation(
-        filled,
-        float(step),
+    obs = observe(
+        values,
+        step,
         first,
         spec,
+        forecast=forecasts,
         train_window=first,
         retrain_every=len(values) - first,
-        forecast=forecasts,
     )
     frontier = sweep(obs, list(policies), seed=seed)
-    costs, unserved, meets = {}, {}, {}
-    for policy, points in frontier.items():
-        point, ok = headline_point(points, spec.slo_unserved_fraction)
-        costs[policy] = point.metrics.cost if ok else None
-        unserved[policy] = float(point.metrics.unserved_fraction)
-        meets[policy] = ok
+    headline = headlines(frontier, spec.slo_unserved_fraction)
+    costs = headline_costs(headline)
+    unserved = {
+        policy: float(point.metrics.unserved_fraction) for policy, (point, _) in headline.items()
+    }
+    meets = {policy: ok for policy, (_, ok) in headline.items()}
     return WorkloadScore(
         workload=name,
         tau=workload.tau,

@@ -98,6 +98,20 @@ def headline_point(points: Sequence[PolicyPoint], slo_unserved: float) -> tuple[
     return min(points, key=lambda p: (p.metrics.unserved_fraction, p.metrics.cost)), False
 
 
+def headlines(
+    frontier: Mapping[str, Sequence[PolicyPoint]], slo_unserved: float
+) -> dict[str, tuple[PolicyPoint, bool]]:
+    """Each policy's :func:`headline_point` on its frontier."""
+    return {name: headline_point(points, slo_unserved) for name, points in frontier.items()}
+
+
+def headline_costs(headline: Mapping[str, tuple[PolicyPoint, bool]]) -> dict[str, float | None]:
+    """Each policy's cost at the SLO; ``None`` where no point of its sweep meets it."""
+    return {
+        name: (point.metrics.cost if meets else None) for name, (point, meets) in headline.items()
+    }
+
+
 def savings(costs: dict[str, float | None]) -> dict[str, float | None]:
     """Savings of the recommended policy at the SLO, as fractions; ``None`` where undefined.
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from forecaster.backtest.frontier import PolicyPoint, headline_point, savings, sweep
+from forecaster.backtest.frontier import PolicyPoint, headline_costs, headlines, savings, sweep
 from forecaster.backtest.tuning import (
     VALIDATION,
     Deployed,
@@ -26,6 +26,7 @@ from forecaster.metrics import coverage, mase, pinball_loss
 from forecaster.models import BaseForecaster, make_model
 from forecaster.policies import FORECAST_POLICIES, Observation, QuantileForecast, policy_class
 from forecaster.policies.predictive import QUANTILE_GRID
+from forecaster.resampling import DEFAULT_SIM_STEP
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
 
 Progress = Callable[[str, int, int], None]
@@ -168,17 +169,16 @@ def backtest(
             progress=None if progress is None else lambda d, t: progress("forecasts", d, t),
         )
         scores[settings.model] = score_forecast(values, forecast, start, step)
-    filled = pd.Series(values).interpolate(limit_direction="both").to_numpy()
-    obs = Observation(
-        filled,
-        float(step),
+    obs = observe(
+        values,
+        step,
         start,
         spec,
+        forecast=forecast,
         sim_step=settings.sim_step,
         train_window=splitter.train_window,
         retrain_every=splitter.retrain_every,
-        forecast=forecast,
-        excluded=_excluded(values, start, settings.max_fill),
+        max_fill=settings.max_fill,
     )
     if not obs.scored.any():
         raise DataValidationError(
@@ -188,8 +188,8 @@ def backtest(
     n_steps = len(obs.sim_rate)
     windows = split(n_steps, obs.scored)
     frontier, skipped = _sweep_runnable(obs, settings, windows, progress)
-    headline = {n: headline_point(p, spec.slo_unserved_fraction) for n, p in frontier.items()}
-    costs = {n: (p.metrics.cost if meets else None) for n, (p, meets) in headline.items()}
+    headline = headlines(frontier, spec.slo_unserved_fraction)
+    costs = headline_costs(headline)
     deployed = deploy(
         frontier, spec.slo_unserved_fraction, hours(windows[VALIDATION], obs.sim_step)
     )
@@ -221,6 +221,39 @@ def _sweep_runnable(
             + "; ".join(f"{name}: {reason}" for name, reason in skipped.items())
         )
     return frontier, skipped
+
+
+def observe(
+    values: np.ndarray,
+    step: int,
+    start: int,
+    spec: WorkloadSpec,
+    *,
+    forecast: QuantileForecast | None = None,
+    sim_step: float = DEFAULT_SIM_STEP,
+    train_window: int = 0,
+    retrain_every: int = 0,
+    max_fill: int | None = None,
+) -> Observation:
+    """What the policies of a backtest see of ``values`` from data step ``start`` on.
+
+    Missing cells are filled linearly so the simulation runs through them; the evaluated
+    part of each run of more than ``max_fill`` of them is left out of scoring (``None``
+    scores every cell, the fill included).
+    """
+    filled = pd.Series(values).interpolate(limit_direction="both").to_numpy()
+    excluded = () if max_fill is None else _excluded(values, start, max_fill)
+    return Observation(
+        filled,
+        float(step),
+        start,
+        spec,
+        sim_step=sim_step,
+        train_window=train_window,
+        retrain_every=retrain_every,
+        forecast=forecast,
+        excluded=excluded,
+    )
 
 
 def _excluded(values: np.ndarray, start: int, max_fill: int) -> tuple[tuple[int, int], ...]:

@@ -19,7 +19,7 @@ import pytest
 
 from forecaster.backtest.frontier import run_policy
 from forecaster.backtest.metrics import compute_metrics
-from forecaster.backtest.run import BacktestSettings, backtest
+from forecaster.backtest.run import BacktestSettings, backtest, observe
 from forecaster.backtest.simulator import simulate
 from forecaster.exceptions import DataValidationError
 from forecaster.policies import Observation
@@ -154,3 +154,19 @@ def test_the_report_bounds_the_intervals_it_lists() -> None:
     assert len(excluded["intervals"]) == backtest_report.EXCLUDED_IN_JSON
     note = backtest_report.policy_table(document).notes[0]
     assert note.endswith(f"; and {25 - backtest_report.EXCLUDED_IN_NOTE} more")
+
+
+@pytest.mark.parametrize(
+    ("max_fill", "excluded"),
+    [
+        pytest.param(None, (), id="none-scores-every-cell"),
+        pytest.param(59, (LONG_GAP,), id="long-gap-excluded"),
+    ],
+)
+def test_observe_fills_gaps_and_excludes_the_long_ones(
+    max_fill: int | None, excluded: tuple[tuple[int, int], ...]
+) -> None:
+    obs = observe(trace(), 60, START, SPEC, max_fill=max_fill)
+    assert obs.excluded == excluded
+    assert not np.isnan(obs.demand).any()
+    assert obs.demand[71] == pytest.approx(40.0)  # between the 40s at cells 69 and 73
