@@ -62,7 +62,7 @@ def sweep(
     >>> from forecaster.workload import WorkloadSpec
     >>> obs = Observation(np.full(40, 20.0), 60.0, 20, WorkloadSpec(capacity_per_replica=10.0))
     >>> [p.params for p in sweep(obs, ["static"])["static"]][:2]
-    [{'headroom': 0.8}, {'headroom': 0.9}]
+    [{'headroom': 0.7}, {'headroom': 0.725}]
     """
     grids = {name: policy_class(name).sweep_grid(obs.spec) for name in names}
     total = sum(len(grid) for grid in grids.values())
