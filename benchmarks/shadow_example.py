@@ -37,10 +37,8 @@ if __name__ == "__main__" and not __package__:
 
 from click.testing import CliRunner
 
-from forecaster.backtest.simulator import simulate
+from forecaster.backtest.shadow import recorded_replicas
 from forecaster.frame import infer_step, regularize
-from forecaster.policies.autoscaler import reactive_policy
-from forecaster.policies.base import Observation
 from prewarm.cli import cli
 from tests.integration.prometheus import Gauge, PrometheusServer, backfill, find_binaries
 from training.config import load_config, parse_config
@@ -49,7 +47,7 @@ from training.sources.file import read_series
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 PNG = Path(__file__).resolve().parents[1] / "docs" / "shadow-report.png"
-STEP, SIM = 300, 15
+STEP = 300
 END = 1_767_225_600  # 2026-01-01T00:00:00Z
 DAYS, SHADOW_DAYS = 10, 2
 CELLS = DAYS * 86400 // STEP
@@ -94,18 +92,6 @@ def config_document(root: Path, url: str, capacity: dict[str, float]) -> dict[st
     }  # fmt: skip
 
 
-def reactive_hpa(document: dict[str, Any], name: str, values: np.ndarray) -> tuple[Any, Any]:
-    """Billed and ready replicas of the backtest's reactive HPA on ``values``, per cell."""
-    policy = parse_config(document).policies[name]
-    obs = Observation(values, float(STEP), 1, policy.spec, sim_step=SIM)
-    run = simulate(obs.sim_rate, reactive_policy(policy).plan(obs), policy.spec, step_seconds=SIM)
-    per_cell = STEP // SIM
-    # Cell 0 is the HPA's history; it ran then what it runs at its first decision.
-    billed = np.concatenate([run.asked[:1], run.asked[::per_cell]])
-    ready = np.concatenate([run.ready[:1], run.ready[::per_cell]])
-    return billed, ready
-
-
 def points(values: np.ndarray) -> list[tuple[float, float]]:
     return [(float(START + i * STEP), float(v)) for i, v in enumerate(values)]
 
@@ -125,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="shadow-example-") as tmp:
         root = Path(tmp)
         document = config_document(root, "http://unused", capacity)
-        fleets = {name: reactive_hpa(document, name, values) for name, values in series.items()}
+        policies = parse_config(document).policies
+        fleets = {
+            name: recorded_replicas(values, STEP, policies[name]) for name, values in series.items()
+        }
         families = [
             Gauge("demand", [({"workload": n}, points(v)) for n, v in series.items()]),
             Gauge("kube_deployment_status_replicas",

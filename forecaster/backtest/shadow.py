@@ -129,6 +129,22 @@ def reactive_fleet(
     return fleet
 
 
+def recorded_replicas(
+    demand: np.ndarray, data_step: int, policy: WorkloadPolicy
+) -> tuple[np.ndarray, np.ndarray]:
+    """Billed and ready replicas per data cell of the backtest's reactive HPA on ``demand``,
+    as kube-state-metrics would record them: the count at each cell's start. Cell 0 is the
+    metric's history; the HPA ran then what it runs at its first decision. Stands in for a
+    cluster's recorded replicas where there is no cluster (tests, examples)."""
+    sim = sim_step_for(data_step)
+    obs = Observation(demand, float(data_step), 1, policy.spec, sim_step=sim)
+    run = simulate(obs.sim_rate, reactive_policy(policy).plan(obs), policy.spec, step_seconds=sim)
+    per_cell = round(data_step / sim)
+    billed = np.concatenate([run.asked[:1], run.asked[::per_cell]])
+    ready = np.concatenate([run.ready[:1], run.ready[::per_cell]])
+    return billed, ready
+
+
 def replay(
     demand: np.ndarray,
     data_step: int,

@@ -28,9 +28,8 @@ import yaml
 from click.testing import CliRunner
 
 from forecaster.backtest.metrics import compute_metrics
+from forecaster.backtest.shadow import recorded_replicas
 from forecaster.backtest.simulator import simulate
-from forecaster.policies.autoscaler import reactive_policy
-from forecaster.policies.base import Observation
 from forecaster.resampling import resample_demand
 from forecaster.scenarios import gpu_inference_demand
 from prewarm.cli import cli
@@ -92,13 +91,7 @@ class Cluster:
 def reactive_hpa(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Billed and ready replicas of the backtest's reactive HPA on ``values``, per minute."""
     policy = parse_config(config_document(Path("."), "http://unused")).policies["chat"]
-    obs = Observation(values, float(STEP), 1, policy.spec, sim_step=SIM)
-    run = simulate(obs.sim_rate, reactive_policy(policy).plan(obs), policy.spec, step_seconds=SIM)
-    per_cell = STEP // SIM
-    # Cell 0 is the HPA's history; it ran then what it runs at its first decision.
-    billed = np.concatenate([run.asked[:1], run.asked[::per_cell]])
-    ready = np.concatenate([run.ready[:1], run.ready[::per_cell]])
-    return billed, ready
+    return recorded_replicas(values, STEP, policy)
 
 
 def points(values: np.ndarray) -> list[tuple[float, float]]:
