@@ -462,6 +462,3 @@ def _score_champion(
         logger.warning(note, extra={"model_version": version})
         return None, note
     return score, f"champion v{version} scored on the same window"
-
-
-# -- MLflow --------------------------------------------------------------------------------
