@@ -102,7 +102,8 @@ class Refresher:
             name: deque(maxlen=1024) for name in self.workloads
         }
         self._fresh: dict[str, bool] = {}
-        self._drift: dict[str, str | None] = {}
+        # The config never changes, so drift only changes with the served model version.
+        self._drift_of: tuple[LoadedModel[PlanningModel], dict[str, str]] | None = None
         self.planner = ProcessPlanner() if config.plan_in_process else None
 
     # -- window ----------------------------------------------------------------------------
@@ -245,7 +246,11 @@ class Refresher:
 
     def _policy_drift(self, served: LoadedModel[PlanningModel]) -> dict[str, str]:
         """Workload -> how its config differs from the policy registered with ``served``;
-        each change of that answer is logged once."""
+        each change of that answer is logged once. Computed once per served model: the config
+        is fixed, so every tick of the same model gets the same answer."""
+        if self._drift_of is not None and self._drift_of[0] is served:
+            return self._drift_of[1]
+        before = self._drift_of[1] if self._drift_of is not None else {}
         policies = served.model.policies
         drift = {}
         for name, workload in self.workloads.items():
@@ -255,9 +260,9 @@ class Refresher:
             )
             if found is not None:
                 drift[name] = found
-            if self._drift.get(name) != found:
-                self._drift[name] = found
+            if before.get(name) != found:
                 self._log_drift(name, found, served.version)
+        self._drift_of = (served, drift)
         return drift
 
     def _log_drift(self, name: str, drift: str | None, version: str) -> None:
