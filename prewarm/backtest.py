@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from prewarm.options import Duration, console, progress_bar, split_names, user_errors
+from prewarm.options import Duration, console, split_names, stage_progress, user_errors
 from prewarm.spans import duration_text, scored_span
 
 DEFAULT_POLICIES = "static,reactive,seasonal-naive,predictive,hybrid,oracle"
@@ -159,12 +159,7 @@ def backtest(
             seed=seed,
         )
         times = pd.DatetimeIndex(frame["timestamp"])
-        with progress_bar() as bar:
-            task = bar.add_task("backtest", total=None)
-
-            def progress(stage: str, done: int, total: int) -> None:
-                bar.update(task, description=stage, completed=done, total=total)
-
+        with stage_progress("backtest") as progress:
             try:
                 result = run_backtest(values, times, grid_step, settings, progress)
             except NotEnoughHistoryError as exc:
@@ -172,14 +167,7 @@ def backtest(
                     f"{exc} (training window {duration_text(window)}: change --train-window "
                     "or --min-eval)"
                 ) from exc
-        info: dict[str, Any] = {
-            "path": str(data),
-            "rows": len(frame),
-            "step_seconds": grid_step,
-            "start": times[0].isoformat(),
-            "end": times[-1].isoformat(),
-        }
-        document = backtest_report.to_json(result, info, notes)
+        document = backtest_report.to_json(result, {"path": str(data)}, notes)
         backtest_report.print_table(document)
         if json_path is not None:
             json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -220,12 +208,7 @@ def _backtest_config(
         history = pull_history(config, source)
     finally:
         source.close()
-    with progress_bar() as bar:
-        task = bar.add_task("backtest", total=None)
-
-        def progress(stage: str, done: int, total: int) -> None:
-            bar.update(task, description=stage, completed=done, total=total)
-
+    with stage_progress("backtest") as progress:
         documents = backtest_workloads(
             config,
             config_path,

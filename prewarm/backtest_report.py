@@ -25,11 +25,13 @@ def _knob(params: dict[str, float]) -> dict[str, float] | None:
 
 
 def to_json(
-    result: BacktestResult, data: dict[str, Any], notes: Sequence[str] = ()
+    result: BacktestResult, source: dict[str, Any], notes: Sequence[str] = ()
 ) -> dict[str, Any]:
     """The stable JSON document (keys documented in the ``prewarm backtest`` help).
 
-    ``notes`` are lines the reports print below the table (a shortened training window).
+    ``source`` says where the data came from (path, workload); its rows, step and span are
+    read off ``result``. ``notes`` are lines the reports print below the table (a shortened
+    training window).
     """
     obs = result.observation
     spec = obs.spec
@@ -43,7 +45,13 @@ def to_json(
             "meets_slo": meets,
         }
     return {
-        "data": data,
+        "data": {
+            **source,
+            "rows": len(result.times),
+            "step_seconds": int(obs.data_step),
+            "start": result.times[0].isoformat(),
+            "end": result.times[-1].isoformat(),
+        },
         "evaluation": {
             "start": start.isoformat(),
             "end": end.isoformat(),
@@ -235,6 +243,15 @@ def _knob_text(knob: dict[str, float] | None, joiner: str = ", ") -> str:
     return joiner.join(f"{k}={v:g}" for k, v in (knob or {}).items()) or "-"
 
 
+def missed_slo(policies: dict[str, Any], name: str) -> str:
+    """Why hybrid has no saving against ``name`` on validation: the side that missed the SLO,
+    and by how much (``policies`` as in the deployed section)."""
+    missed = RECOMMENDED if not policies.get(RECOMMENDED, {}).get("meets_slo") else name
+    if missed not in policies:
+        return f"{name} did not run"
+    return f"{missed} misses the SLO ({policies[missed]['unserved_fraction']:.2%} unserved)"
+
+
 def savings_line(document: dict[str, Any]) -> str:
     """Hybrid's out-of-sample savings, or which side missed the SLO on validation."""
     deployed = document["deployed"]
@@ -243,11 +260,7 @@ def savings_line(document: dict[str, Any]) -> str:
     def against(key: str, name: str) -> str:
         if savings[key] is not None:
             return f"{savings[key]:+.1%} vs {name}"
-        missed = RECOMMENDED if not policies.get(RECOMMENDED, {}).get("meets_slo") else name
-        if missed not in policies:
-            return f"none vs {name} ({name} did not run)"
-        unserved = policies[missed]["unserved_fraction"]
-        return f"none vs {name} ({missed} misses the SLO: {unserved:.2%} unserved)"
+        return f"none vs {name} ({missed_slo(policies, name)})"
 
     parts = [against(key, name) for key, name in BASELINES.items()]
     parts.append(against("oracle_gap", "oracle").replace(" vs oracle", " above the oracle"))

@@ -59,15 +59,7 @@ def backtest_workloads(
             seed=config.evaluation.seed,
         )
         result = backtest(part["value"].to_numpy(), times, history.step, settings)
-        info = {
-            "path": str(config_path),
-            "workload": name,
-            "rows": len(part),
-            "step_seconds": history.step,
-            "start": times[0].isoformat(),
-            "end": times[-1].isoformat(),
-        }
-        document = backtest_report.to_json(result, info)
+        document = backtest_report.to_json(result, {"path": str(config_path), "workload": name})
         if registered is not None and name in registered:
             served = score_setting(
                 result.observation, "hybrid", registered[name].settings(), settings.seed

@@ -20,7 +20,7 @@ from prewarm.options import (
     configure_logging,
     console,
     log_level_option,
-    progress_bar,
+    stage_progress,
     user_errors,
 )
 
@@ -115,22 +115,21 @@ def _workload_summary(document: dict[str, Any], served: dict[str, float]) -> dic
 
 def _cell(key: str, policy: str, numbers: dict[str, Any]) -> str:
     """A saving of hybrid's, or why there is none: the side that missed the SLO."""
+    from prewarm.backtest_report import missed_slo
+
     saving = numbers["savings"][key]
     if saving is not None:
         return f"{saving:+.1%}"
-    deployed = numbers["deployed"]
-    missed = "hybrid" if not deployed["hybrid"]["meets_slo"] else policy
-    if missed not in deployed:
-        return f"none: {policy} did not run"
-    return f"none: {missed} misses the SLO ({deployed[missed]['unserved_fraction']:.2%} unserved)"
+    return f"none: {missed_slo(numbers['deployed'], policy)}"
 
 
 def _versus(key: str, policy: str, numbers: dict[str, Any]) -> str:
     """``saves x% vs reactive`` (or costs more), or that the other policy misses the SLO."""
+    from prewarm.backtest_report import missed_slo
+
     saving = numbers["savings"][key]
-    if saving is None:
-        unserved = numbers["deployed"][policy]["unserved_fraction"]
-        return f"{policy} misses it ({unserved:.2%} unserved)"
+    if saving is None:  # hybrid met the SLO (the caller's case): the other side missed it
+        return missed_slo(numbers["deployed"], policy)
     if saving >= 0:
         return f"saves {saving:.1%} vs {policy}"
     return f"costs {-saving:.1%} more than {policy}"
@@ -259,12 +258,7 @@ def _next_steps(summary: dict[str, Any], config_path: Path, tracking_uri: str | 
 def demo(out: Path, config_path: Path, tracking_uri: str | None, log_level: str) -> None:
     """Train, register, backtest and report on the shipped traces, then say what to try."""
     configure_logging(log_level)
-    with user_errors(), progress_bar() as bar:
-        task = bar.add_task("demo", total=None)
-
-        def progress(stage: str, done: int, total: int) -> None:
-            bar.update(task, description=stage, completed=done, total=total)
-
+    with user_errors(), stage_progress("demo") as progress:
         summary = run_demo(config_path, out, tracking_uri, progress)
     show = console()
     # soft_wrap: sentences and commands are left whole for the terminal to wrap, so that a

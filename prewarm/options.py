@@ -83,6 +83,25 @@ def progress_bar() -> Any:
     )
 
 
+Progress = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``, as the pipelines report their stages."""
+
+
+@contextmanager
+def stage_progress(name: str, hidden: bool = False) -> Iterator[Progress | None]:
+    """A :data:`Progress` callback drawing :func:`progress_bar`, or ``None`` when ``hidden``."""
+    if hidden:
+        yield None
+        return
+    with progress_bar() as bar:
+        task = bar.add_task(name, total=None)
+
+        def progress(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=stage, completed=done, total=total)
+
+        yield progress
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +24,7 @@ from prewarm.options import (
     config_option,
     configure_logging,
     log_level_option,
-    progress_bar,
+    stage_progress,
     tracking_uri_option,
 )
 
@@ -85,7 +83,7 @@ def train(
     except ConfigError as exc:
         _fail(str(exc), EXIT_CONFIG)
     try:
-        with _progress(no_progress) as progress:
+        with stage_progress("train", hidden=no_progress) as progress:
             policies = _tuned(config, config_path, progress) if tune else None
             result = run_training(
                 config,
@@ -105,21 +103,6 @@ def train(
     click.echo(result.message)
     if result.outcome is Outcome.NOT_PROMOTED:
         sys.exit(EXIT_NOT_PROMOTED)
-
-
-@contextmanager
-def _progress(hidden: bool) -> Iterator[Callable[[str, int, int], None] | None]:
-    """A progress callback drawing a bar on stderr, or ``None`` with ``--no-progress``."""
-    if hidden:
-        yield None
-        return
-    with progress_bar() as bar:
-        task = bar.add_task("train", total=None)
-
-        def progress(stage: str, done: int, total: int) -> None:
-            bar.update(task, description=stage, completed=done, total=total)
-
-        yield progress
 
 
 def _tuned(config: Any, config_path: Path, progress: Any) -> dict[str, Any]:

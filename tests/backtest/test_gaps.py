@@ -130,9 +130,7 @@ def test_the_report_states_the_excluded_span() -> None:
         SPEC, policies=("static", "oracle"), train_window=HOUR, retrain_every=HOUR
     )
     result = backtest(trace(), times, 60, settings)
-    document = backtest_report.to_json(
-        result, {"path": "trace.csv", "rows": 180, "step_seconds": 60}
-    )
+    document = backtest_report.to_json(result, {"path": "trace.csv"})
     assert document["evaluation"]["excluded"] == {
         "cells": 60,
         "seconds": 3600.0,

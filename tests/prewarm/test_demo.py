@@ -49,7 +49,7 @@ def test_summary_names_savings_and_next_commands(demo_run):
             saving = numbers["savings"][f"vs_{policy}"]
             if saving is None:
                 unserved = deployed[policy]["unserved_fraction"]
-                assert f"{policy} misses it ({unserved:.2%} unserved)" in line
+                assert f"{policy} misses the SLO ({unserved:.2%} unserved)" in line
             elif saving >= 0:
                 assert f"saves {saving:.1%} vs {policy}" in line
             else:
