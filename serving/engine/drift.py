@@ -26,15 +26,11 @@ def policy_drift(workload: WorkloadConfig, registered: WorkloadPolicy, version: 
         ``"workload chat: capacity_per_replica 0.05 -> 0.1 since version 3: retrain or
         revert"`` (registered value first, every differing field), or None when they agree.
     """
-    changes = differences(workload, registered)
+    found = registered.differences(workload.policy, ignore=workload.deferred)
+    # The spec's fields without their prefix, as the config file names them.
+    changes = [change.removeprefix("spec.") for change in found]
     if not changes:
         return None
     return (
         f"workload {workload.name}: {', '.join(changes)} since version {version}: retrain or revert"
     )
-
-
-def differences(workload: WorkloadConfig, registered: WorkloadPolicy) -> list[str]:
-    """``"field registered -> configured"`` per differing field, the spec's without prefix."""
-    found = registered.differences(workload.policy, ignore=workload.deferred)
-    return [change.removeprefix("spec.") for change in found]
