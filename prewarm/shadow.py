@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -35,6 +34,7 @@ from prewarm.options import (
     tracking_uri_option,
 )
 from prewarm.train import EXIT_CONFIG, EXIT_DATA, EXIT_FAILURE
+from training.sources.base import Clock, wall_clock
 
 if TYPE_CHECKING:
     from forecaster.backtest.shadow import OnlineAccuracy, ShadowResult
@@ -45,13 +45,6 @@ if TYPE_CHECKING:
     from training.sources import FetchedHistory, HistorySource
 
 log = logging.getLogger("prewarm.shadow")
-
-Clock = Callable[[], pd.Timestamp]
-
-
-def wall_clock() -> pd.Timestamp:
-    """Now, in UTC (the default end of the period)."""
-    return pd.Timestamp.now(tz="UTC")
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ def _prometheus(settings: Any, clock: Clock | None) -> HistorySource:
     if settings.end:
         end = pd.Timestamp(settings.end)
         end = end.tz_localize("UTC") if end.tzinfo is None else end.tz_convert("UTC")
-    return PrometheusSource(config, end=end)
+    return PrometheusSource(config, end=end, clock=clock)
 
 
 def _file(settings: Any, clock: Clock | None) -> HistorySource:
@@ -80,8 +80,9 @@ SOURCES: dict[str, SourceFactory] = {
 def make_source(name: str, settings: Any, *, clock: Clock | None = None) -> HistorySource:
     """Build the source ``name`` from its config section (``settings.type == name``).
 
-    ``clock`` returns the current UTC time for the sources that replay recordings as if live
-    (default: the wall clock); a fixed clock makes their windows reproducible.
+    ``clock`` returns the current UTC time (default: the wall clock): where a replay puts its
+    present, and where a Prometheus pull without a configured ``end`` ends. A fixed clock
+    makes their windows reproducible; file sources read none.
 
     Raises
     ------

@@ -16,6 +16,12 @@ from training.sources.ranges import SeriesReport, missing_ranges
 Clock = Callable[[], pd.Timestamp]
 """Returns the current, tz-aware UTC time."""
 
+
+def wall_clock() -> pd.Timestamp:
+    """The :data:`Clock` of a live process: now, in UTC."""
+    return pd.Timestamp.now(tz="UTC")
+
+
 TimeLike = datetime | pd.Timestamp
 """A tz-aware point in time."""
 

@@ -30,14 +30,18 @@ from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from forecaster.frame import infer_step
 from training.exceptions import SourceError
-from training.sources.base import Clock, FetchedHistory, TimeLike, grid_bounds, on_grid, utc
+from training.sources.base import (
+    Clock,
+    FetchedHistory,
+    TimeLike,
+    grid_bounds,
+    on_grid,
+    utc,
+    wall_clock,
+)
 from training.sources.file import load_history, read_series
 
 logger = logging.getLogger(__name__)
-
-
-def _now() -> pd.Timestamp:
-    return pd.Timestamp.now(tz="UTC")
 
 
 WEEK = 7 * 86400
@@ -260,7 +264,7 @@ class ReplaySource(FileSource):
         if holdback < 0:
             raise ConfigError(f"`holdback` must be >= 0 seconds, got {holdback!r}")
         self.holdback = holdback
-        self.clock = clock or _now
+        self.clock = clock or wall_clock
         self._shift: pd.Timedelta | None = None
 
     def _now(self) -> pd.Timestamp:
@@ -271,20 +275,23 @@ class ReplaySource(FileSource):
         """Added to every timestamp of the files: whole weeks, fixed at the first use."""
         if self._shift is None:
             period = whole_weeks(self.data_step)
-            anchor = self.common_end() - pd.Timedelta(seconds=self.holdback)
-            weeks = (self._now() - anchor).total_seconds() // period
+            weeks = (self._now() - self._recorded_present()).total_seconds() // period
             self._shift = pd.Timedelta(seconds=weeks * period)
             logger.info(
                 "replay: the files' present is %s",
-                anchor + self._shift,
+                self.present,
                 extra={"shift_seconds": self._shift.total_seconds()},
             )
         return self._shift
 
+    def _recorded_present(self) -> pd.Timestamp:
+        """The present in the files' own time: their common end minus ``holdback``."""
+        return self.common_end() - pd.Timedelta(seconds=self.holdback)
+
     @property
     def present(self) -> pd.Timestamp:
         """The replay's present: the files' common end minus ``holdback``, moved."""
-        return self.common_end() - pd.Timedelta(seconds=self.holdback) + self.shift
+        return self._recorded_present() + self.shift
 
     def _series(self) -> dict[str, pd.Series]:
         now = self._now()

@@ -65,7 +65,7 @@ from urllib3.util.retry import Retry
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from training.exceptions import HistoryFetchError
-from training.sources.base import FetchedHistory, TimeLike
+from training.sources.base import Clock, FetchedHistory, TimeLike, wall_clock
 from training.sources.prometheus_config import PrometheusConfig
 from training.sources.ranges import SeriesReport, TimeRange, missing_ranges, plan_chunks
 
@@ -98,6 +98,10 @@ class PrometheusSource:
     ----------
     config
         Server address, credentials, timeouts and limits.
+    end
+        Where a pull's window ends (the config's ``end``); ``None``: now, by ``clock``.
+    clock
+        Returns the current UTC time (default: the wall clock).
 
     Examples
     --------
@@ -120,9 +124,15 @@ class PrometheusSource:
 
     name: ClassVar[str] = "prometheus"
 
-    def __init__(self, config: PrometheusConfig, end: pd.Timestamp | None = None) -> None:
+    def __init__(
+        self,
+        config: PrometheusConfig,
+        end: pd.Timestamp | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self.config = config
         self.end = end
+        self.clock = clock or wall_clock
         self._client: PrometheusConnect | None = None
         self._last_response: requests.Response | None = None
 
@@ -134,7 +144,7 @@ class PrometheusSource:
             raise ConfigError(
                 f"a Prometheus pull needs `step` and `lookback`, got {step!r} and {lookback!r}"
             )
-        end = pd.Timestamp.now(tz="UTC").floor(f"{step}s") if self.end is None else self.end
+        end = self.clock().floor(f"{step}s") if self.end is None else self.end
         return end - pd.Timedelta(seconds=lookback), end, step
 
     def __enter__(self) -> PrometheusSource:
