@@ -65,10 +65,8 @@ class Deployed:
         The policy and its chosen setting.
     tuning, validation
         Its metrics on each window.
-    tuned_meets_slo
-        Whether the setting met the SLO on the tuning window (else it is the closest one).
-    meets_slo
-        Whether it met the SLO on the validation window.
+    slo_unserved
+        The SLO's largest unserved fraction, which both windows are held to.
     settings_tried
         Settings simulated to choose it: every policy is tuned at the same resolution.
     validation_hours
@@ -79,10 +77,19 @@ class Deployed:
     params: dict[str, float]
     tuning: Metrics
     validation: Metrics
-    tuned_meets_slo: bool
-    meets_slo: bool
+    slo_unserved: float
     settings_tried: int
     validation_hours: float
+
+    @property
+    def tuned_meets_slo(self) -> bool:
+        """Whether the setting met the SLO on the tuning window (else it is the closest)."""
+        return self.tuning.unserved_fraction <= self.slo_unserved
+
+    @property
+    def meets_slo(self) -> bool:
+        """Whether it met the SLO on the validation window."""
+        return self.validation.unserved_fraction <= self.slo_unserved
 
     @property
     def cold_starts_per_hour(self) -> float:
@@ -114,14 +121,12 @@ def deploy(
                 points,
                 key=lambda p: (p.windows[TUNING].unserved_fraction, p.windows[TUNING].cost),
             )
-        validation = chosen.windows[VALIDATION]
         out[name] = Deployed(
             policy=name,
             params=dict(chosen.params),
             tuning=chosen.windows[TUNING],
-            validation=validation,
-            tuned_meets_slo=bool(meeting),
-            meets_slo=validation.unserved_fraction <= slo_unserved,
+            validation=chosen.windows[VALIDATION],
+            slo_unserved=slo_unserved,
             settings_tried=len(points),
             validation_hours=validation_hours,
         )
@@ -136,7 +141,8 @@ def deployed_savings(deployed: Mapping[str, Deployed]) -> dict[str, float | None
     --------
     >>> from forecaster.backtest.metrics import Metrics
     >>> m = lambda cost, lost: Metrics(cost / 4, cost, lost, 0.0, 0, 0, 1.0)
-    >>> run = lambda name, cost, ok: Deployed(name, {}, m(cost, 0.0), m(cost, 0.0), ok, ok, 1, 1.0)
+    >>> run = lambda name, cost, ok: Deployed(name, {}, m(cost, 0.0), m(cost, 0.0 if ok else 0.1),
+    ...                                       0.001, 1, 1.0)
     >>> deployed_savings({"hybrid": run("hybrid", 75.0, True),
     ...                   "reactive": run("reactive", 100.0, True),
     ...                   "static": run("static", 90.0, False),
@@ -167,14 +173,12 @@ def score_setting(obs: Observation, name: str, params: dict[str, float], seed: i
     tuning, validation = (
         compute_metrics(trajectory, obs.spec, windows[w]) for w in (TUNING, VALIDATION)
     )
-    slo = obs.spec.slo_unserved_fraction
     return Deployed(
         policy=name,
         params=dict(params),
         tuning=tuning,
         validation=validation,
-        tuned_meets_slo=tuning.unserved_fraction <= slo,
-        meets_slo=validation.unserved_fraction <= slo,
+        slo_unserved=obs.spec.slo_unserved_fraction,
         settings_tried=0,
         validation_hours=hours(windows[VALIDATION], obs.sim_step),
     )
