@@ -35,6 +35,7 @@ from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.frame import infer_step, regularize
 from forecaster.scenarios import SCENARIOS
 from forecaster.workload import WorkloadSpec
+from prewarm.backtest_report import deployed_row
 from training.sources.file import read_series
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -92,19 +93,8 @@ def run(name: str, data: Path, model: str) -> dict[str, Any]:
         m: {"mase": s.mase, "coverage": {str(q): c for q, c in s.coverage.items()}}
         for m, s in result.forecast.items()
     }
-    deployed = {
-        policy: {
-            "settings": chosen.params,
-            "cost": chosen.validation.cost,
-            "unserved_fraction": chosen.validation.unserved_fraction,
-            "meets_slo": chosen.meets_slo,
-            "tuned_meets_slo": chosen.tuned_meets_slo,
-            "cold_starts_per_hour": chosen.cold_starts_per_hour,
-            "scale_events_per_hour": chosen.scale_events_per_hour,
-            "settings_tried": chosen.settings_tried,
-        }
-        for policy, chosen in result.deployed.items()
-    }
+    # The same fields as backtest.json's deployed section, one function writing both.
+    deployed = {policy: deployed_row(chosen) for policy, chosen in result.deployed.items()}
     return {
         "deployed": deployed,
         "deployed_savings": result.deployed_savings,
