@@ -32,3 +32,28 @@ class UnknownNameError(ConfigError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+SHOWN_CHARS = 100
+"""At most this many characters of any input value are echoed in an error message."""
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)``, cut to ``limit`` characters with a note of how long it was.
+
+    Error messages echo the offending value; a bounded echo keeps a megabyte of bad input
+    out of the terminal and the logs.
+
+    Examples
+    --------
+    >>> shown("5m")
+    "'5m'"
+    >>> long = shown("x" * 500)
+    >>> len(long), long[-16:]
+    (100, 'x... (502 chars)')
+    """
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    suffix = f"... ({len(text)} chars)"
+    return text[: max(limit - len(suffix), 1)] + suffix

@@ -63,8 +63,9 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 from urllib3.util.retry import Retry
 
 from forecaster.duration import parse_duration
-from forecaster.exceptions import ConfigError
+from forecaster.exceptions import ConfigError, shown
 from training.exceptions import HistoryFetchError
+from training.redaction import redact
 from training.sources.base import Clock, FetchedHistory, TimeLike, wall_clock
 from training.sources.prometheus_config import PrometheusConfig
 from training.sources.ranges import SeriesReport, TimeRange, missing_ranges, plan_chunks
@@ -270,7 +271,8 @@ class PrometheusSource:
                 if offset % step or not 0 <= offset // step < len(grid):
                     raise HistoryFetchError(
                         f"Prometheus answered a point off the requested grid for workload "
-                        f"{label!r} (timestamp {ts}, grid {first} + k*{step}). Query: {query!r}"
+                        f"{label!r} (timestamp {ts}, grid {first} + k*{step}). "
+                        f"Query: {shown(query)}"
                     )
                 if math.isfinite(value):
                     values[offset // step] = value
@@ -280,7 +282,7 @@ class PrometheusSource:
             raise HistoryFetchError(
                 f"Prometheus query for workload {label!r} returned no series between "
                 f"{timestamps[0]} and {timestamps[-1]}: check the metric name, the label "
-                f"matchers and the time range. Query: {query!r}"
+                f"matchers and the time range. Query: {shown(query)}"
             )
         missing = missing_ranges(values, timestamps)
         report = SeriesReport(
@@ -317,12 +319,15 @@ class PrometheusSource:
             try:
                 return self._request_once(query, start, end, step)
             except _AttemptError as exc:
+                cause = self._redact(str(exc))
                 if not exc.retryable or attempt == attempts:
                     tried = f" after {attempt} attempts" if attempt > 1 else ""
+                    # Not chained: the client's exception quotes the request URL, and a
+                    # logged chain would carry the credentials this message leaves out.
                     raise HistoryFetchError(
-                        f"Prometheus query for workload {label!r} failed{tried}: {exc}. "
-                        f"Query: {query!r} ({self._where(start, end)}, step {step}s)"
-                    ) from exc.__cause__
+                        f"Prometheus query for workload {label!r} failed{tried}: {cause}. "
+                        f"Query: {shown(query)} ({self._where(start, end)}, step {step}s)"
+                    ) from None
                 settings = self.config.settings
                 delay = min(settings.backoff_max, settings.backoff * 2 ** (attempt - 1))
                 logger.warning(
@@ -330,7 +335,7 @@ class PrometheusSource:
                     label,
                     attempt,
                     attempts,
-                    exc,
+                    cause,
                     delay,
                 )
                 time.sleep(delay)
@@ -410,6 +415,11 @@ class PrometheusSource:
             )
         return self._client
 
+    def _redact(self, text: str) -> str:
+        """``text`` without this server's credentials (see :func:`training.redaction.redact`)."""
+        password = self.config.basic_auth[1] if self.config.basic_auth else None
+        return redact(text, secrets=(self.config.bearer_token, password))
+
     def _remember_response(self, response: requests.Response, *args: Any, **kwargs: Any) -> None:
         self._last_response = response
 
@@ -440,11 +450,11 @@ def _single_series(
     if not result:
         return None
     if len(result) > 1:
-        shown = ", ".join(str(item.get("metric", {})) for item in result[:3])
+        labels = ", ".join(str(item.get("metric", {})) for item in result[:3])
         raise HistoryFetchError(
             f"Prometheus query for workload {label!r} returned {len(result)} series "
-            f"({shown}{', ...' if len(result) > 3 else ''}) in {where}; a workload needs "
-            f"exactly one: aggregate it, e.g. sum(...) or avg(...). Query: {query!r}"
+            f"({labels}{', ...' if len(result) > 3 else ''}) in {where}; a workload needs "
+            f"exactly one: aggregate it, e.g. sum(...) or avg(...). Query: {shown(query)}"
         )
     item = result[0]
     try:
@@ -452,13 +462,13 @@ def _single_series(
             raise HistoryFetchError(
                 f"Prometheus query for workload {label!r} returned native histograms; "
                 f"wrap it in histogram_quantile(), histogram_count() or rate(). "
-                f"Query: {query!r}"
+                f"Query: {shown(query)}"
             )
         return [(round(float(ts)), float(value)) for ts, value in item["values"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise HistoryFetchError(
             f"Prometheus answered a malformed series for workload {label!r} ({exc!r}). "
-            f"Query: {query!r}"
+            f"Query: {shown(query)}"
         ) from exc
 
 
