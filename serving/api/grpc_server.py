@@ -13,6 +13,14 @@ Trigger metadata (``scalerMetadata``):
                          traffic arrives.
 =======================  ==================================================================
 
+Authentication is the HTTP KEDA endpoints' (:class:`~serving.api.auth.TokenVerifier`): when a
+token is configured, every call must carry ``authorization: Bearer <token>`` metadata or answers
+``UNAUTHENTICATED``. With a client CA configured the server requires a client certificate
+chaining to it (mutual TLS): the handshake refuses a client without one, and a call over a
+verified certificate needs no token. KEDA's ``external`` scaler sends no call metadata; it
+authenticates with ``tlsClientCert`` / ``tlsClientKey`` (kedacore/keda
+``pkg/scalers/external_scaler.go``), so run KEDA over mutual TLS when a token is configured.
+
 Errors: unknown workload -> ``NOT_FOUND``; missing or bad metadata -> ``INVALID_ARGUMENT``;
 stale forecast -> ``UNAVAILABLE`` (KEDA's fallback then applies). ``StreamMetricSpec`` answers
 ``UNIMPLEMENTED``, which keeps KEDA pull-only for specs.
@@ -36,7 +44,7 @@ from serving.wire import k8s
 from serving.wire.scaler_messages import metric_spec, metric_value, workload_from_metadata
 from serving.wire.stubs import load_externalscaler
 
-__all__ = ["ExternalScalerServicer", "GrpcServer"]
+__all__ = ["MAX_MESSAGE_BYTES", "ExternalScalerServicer", "GrpcServer"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +54,23 @@ _METRICS = {
 }
 
 
+MAX_MESSAGE_BYTES = 1024 * 1024
+"""Largest request or reply the server takes (gRPC's default is 4 MiB): KEDA's messages are a
+few hundred bytes, a larger one answers ``RESOURCE_EXHAUSTED`` before it is decoded."""
+
+_CERTIFICATE = "x509_pem_cert"
+"""The auth-context key gRPC sets when the peer presented a certificate the server verified."""
+
+
 def _abort(context: grpc.ServicerContext, exc: ServingError) -> Any:
     context.abort(grpc.StatusCode[exc.grpc_code], str(exc))
+
+
+def _authorization(context: grpc.ServicerContext) -> str | None:
+    return next(
+        (str(value) for key, value in context.invocation_metadata() if key == "authorization"),
+        None,
+    )
 
 
 class ExternalScalerServicer:
@@ -71,6 +94,12 @@ class ExternalScalerServicer:
         self.stopping = threading.Event()
 
     # -- helpers ---------------------------------------------------------------------------
+    def _authenticate(self, context: grpc.ServicerContext) -> None:
+        """Accept a call over a verified client certificate or with the token, or raise."""
+        if context.auth_context().get(_CERTIFICATE):
+            return
+        self.runtime.verifier.check(_authorization(context))
+
     def _workload(self, ref: Any) -> str:
         workload = workload_from_metadata(ref.scalerMetadata)
         self.runtime.store.current.state(workload)  # NOT_FOUND for unknown names
@@ -108,12 +137,18 @@ class ExternalScalerServicer:
     def IsActive(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         """True when the forecast over the lead window needs capacity."""
         try:
+            self._authenticate(context)
             return self.pb2.IsActiveResponse(result=self._active(request))
         except ServingError as exc:
             return _abort(context, exc)
 
     def StreamIsActive(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:  # noqa: N802
         """Push the activity now, then again every time it changes."""
+        try:
+            self._authenticate(context)
+        except ServingError as exc:
+            _abort(context, exc)
+            return
         store = self.runtime.store
         last: bool | None = None
         seen = store.current
@@ -132,6 +167,7 @@ class ExternalScalerServicer:
         """One metric: desired replicas (target 1) or forecast demand (the registered policy's
         capacity x forecast utilization)."""
         try:
+            self._authenticate(context)
             workload = self._workload(request)
             metric = self._metric(request)
             self._threshold(request)
@@ -148,6 +184,7 @@ class ExternalScalerServicer:
     def GetMetrics(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         """The current value of the requested metric (UNAVAILABLE while stale)."""
         try:
+            self._authenticate(context)
             ref = request.scaledObjectRef
             workload = self._workload(ref)
             name = request.metricName or self._metric(ref)
@@ -168,6 +205,10 @@ class ExternalScalerServicer:
 
     def StreamMetricSpec(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         """Not implemented: KEDA then stays pull-only for metric specs."""
+        try:
+            self._authenticate(context)
+        except ServingError as exc:
+            return _abort(context, exc)
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "StreamMetricSpec is not implemented")
 
 
@@ -183,8 +224,8 @@ class GrpcServer:
     port : int
         Port; 0 picks a free one (see :attr:`port` after :meth:`start`).
     tls_cert, tls_key, client_ca : Path or None
-        Serve TLS with this certificate; verify client certificates against ``client_ca``
-        when presented.
+        Serve TLS with this certificate; with ``client_ca``, require a client certificate
+        chaining to it (mutual TLS).
     max_workers : int, default 32
         Handler threads; each open ``StreamIsActive`` holds one.
     """
@@ -212,7 +253,13 @@ class GrpcServer:
     def start(self) -> int:
         """Bind and start; return the bound port."""
         stubs = load_externalscaler()
-        server = grpc.server(futures.ThreadPoolExecutor(self.max_workers, "grpc"))
+        server = grpc.server(
+            futures.ThreadPoolExecutor(self.max_workers, "grpc"),
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
         servicer = ExternalScalerServicer(self.runtime, stubs.pb2)
         stubs.pb2_grpc.add_ExternalScalerServicer_to_server(servicer, server)
         address = f"{self.host}:{self.requested_port}"
@@ -221,7 +268,7 @@ class GrpcServer:
             credentials = grpc.ssl_server_credentials(
                 [(key.read_bytes(), cert.read_bytes())],
                 root_certificates=client_ca.read_bytes() if client_ca else None,
-                require_client_auth=False,
+                require_client_auth=client_ca is not None,
             )
             port = server.add_secure_port(address, credentials)
         else:

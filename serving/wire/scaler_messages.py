@@ -1,13 +1,19 @@
 """Values for KEDA's external scaler messages: which workload, and how numbers are filled in.
 
 KEDA reads ``MetricValue.metricValueFloat`` and ``MetricSpec.targetSizeFloat`` only when they
-are ``> 0`` and otherwise falls back to the deprecated int64 fields; older KEDA reads only the
-int64 fields. So both are always set, and set so that neither reading under-provisions:
+are ``> 0`` and otherwise falls back to the deprecated int64 fields (kedacore/keda
+``pkg/scalers/external_scaler.go``: ``if spec.TargetSizeFloat > 0 {...} else
+{GetMetricTarget(..., spec.TargetSize)}`` and ``value := float64(metricResult.MetricValue); if
+metricResult.MetricValueFloat > 0 {value = metricResult.MetricValueFloat}``, since KEDA 2.17);
+older KEDA reads only the int64 fields. So both are always set, and set so that an integer
+reader never plans fewer replicas than the floats give (``ceil(value / target)``):
 
-- a metric value's int is the float rounded **up** (``0.3`` -> ``1``): more replicas, never
-  fewer;
-- a target's int is the float rounded **down**, but at least 1 (``2.5`` -> ``2``): a smaller
-  target means more replicas, and a zero target would divide by zero in the HPA;
+- a metric value's int is the float rounded **up** (``0.3`` -> ``1``);
+- a target's int is the float rounded **down** (``2.5`` -> ``2``): a smaller target means more
+  replicas. A target below 1 has no such integer; its int is ``0``, which KEDA never reads
+  (the float is ``> 0``) and which an integer-only reader cannot use: the API server refuses
+  an HPA target of 0 (``averageValue`` must be positive), so it fails loudly instead of
+  planning 1 replica where the floats plan 21 (value 0.498, target 0.024);
 - zero is sent as ``0`` / ``0.0``, the only way KEDA reads a zero.
 
 The generated message classes come in as an argument (``pb2`` from
@@ -114,7 +120,8 @@ def metric_spec(pb2: Any, metric_name: str, target: float) -> Any:
     Returns
     -------
     MetricSpec
-        ``targetSizeFloat=target``, ``targetSize=max(1, floor(target))``.
+        ``targetSizeFloat=target``, ``targetSize=floor(target)`` (0 below 1, see the module
+        docs).
 
     Raises
     ------
@@ -126,6 +133,6 @@ def metric_spec(pb2: Any, metric_name: str, target: float) -> Any:
         raise QuantityError(f"`target` must be > 0, got {target!r}")
     return pb2.MetricSpec(
         metricName=metric_name,
-        targetSize=max(1, math.floor(checked)),
+        targetSize=math.floor(checked),
         targetSizeFloat=checked,
     )

@@ -24,6 +24,7 @@ from serving.api.app import create_app, uvicorn_config
 from serving.api.runtime import ServingComponents
 from serving.settings import ServingSettings
 from serving.wire.stubs import load_externalscaler
+from tests.serving.grpc_client import with_token
 from tests.serving.support import (
     DictRegistry,
     FrameSource,
@@ -241,7 +242,7 @@ def test_health_ready_and_metrics(served: Served) -> None:
 def scaler(served: Served) -> Iterator[Any]:
     stubs = load_externalscaler()
     with grpc.insecure_channel(f"127.0.0.1:{served.grpc_port}") as channel:
-        yield stubs.pb2, stubs.pb2_grpc.ExternalScalerStub(channel)
+        yield stubs.pb2, stubs.pb2_grpc.ExternalScalerStub(with_token(channel, TOKEN))
 
 
 def test_grpc_metric_spec_metrics_and_activity(served: Served, scaler: Any) -> None:

@@ -46,7 +46,7 @@ def test_metric_value_int_never_under_reports(value: float) -> None:
 
 @pytest.mark.parametrize(
     ("target", "as_int"),
-    [(1, 1), (0.5, 1), (2.5, 2), (8.8, 8), (100, 100)],
+    [(1, 1), (0.5, 0), (2.5, 2), (8.8, 8), (100, 100)],
     ids=["one", "below-one", "half", "fraction", "whole"],
 )
 def test_metric_spec_fields(pb2: Any, target: float, as_int: int) -> None:

@@ -1,0 +1,198 @@
+"""The gRPC external scaler's defences: its integer fields, its authentication, its error texts.
+
+Over a real gRPC channel to the app's server (uvicorn and the gRPC server on free ports), with
+real certificates for mutual TLS.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from serving.api.app import create_app, uvicorn_config
+from serving.api.runtime import ServingComponents
+from serving.settings import ServingSettings
+from serving.wire.scaler_messages import metric_spec, metric_value
+from serving.wire.stubs import load_externalscaler
+from tests.serving.pki import Pki, make_pki
+from tests.serving.support import (
+    DictRegistry,
+    FrameSource,
+    fit_planner,
+    free_port,
+    history,
+    refresh_config,
+    running,
+    specs,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+LEVELS = {"chat": 40.0}
+TOKEN = "grpc-s3cret"
+BEARER = (("authorization", f"Bearer {TOKEN}"),)
+
+
+def _int_reader_replicas(value: Any, spec: Any) -> float:
+    """Replicas a reader of only the int64 fields plans (HPA ``AverageValue``); inf when it
+    gets a target of 0, which the API server refuses (``averageValue`` must be positive)."""
+    if spec.targetSize == 0:
+        return math.inf
+    return math.ceil(value.metricValue / spec.targetSize)
+
+
+def _float_reader_replicas(value: Any, spec: Any) -> int:
+    # kedacore/keda pkg/scalers/external_scaler.go reads the float whenever it is > 0.
+    return math.ceil(value.metricValueFloat / spec.targetSizeFloat)
+
+
+def test_forecast_demand_ints_never_plan_fewer_replicas_than_the_floats() -> None:
+    """The reported case: demand 0.498 against a target of 0.024 is 21 replicas."""
+    pb2 = load_externalscaler().pb2
+    value = metric_value(pb2, "prewarm_forecast_demand", 0.498)
+    spec = metric_spec(pb2, "prewarm_forecast_demand", 0.024)
+    assert value.metricValue >= value.metricValueFloat
+    assert _float_reader_replicas(value, spec) == 21
+    assert _int_reader_replicas(value, spec) >= 21
+
+
+@given(
+    st.floats(min_value=0, max_value=1e9),
+    st.floats(min_value=1e-6, max_value=1e6),
+)
+def test_int_fields_never_under_provision(demand: float, target: float) -> None:
+    pb2 = load_externalscaler().pb2
+    value = metric_value(pb2, "m", demand)
+    spec = metric_spec(pb2, "m", target)
+    assert value.metricValue >= demand
+    assert _int_reader_replicas(value, spec) >= _float_reader_replicas(value, spec)
+
+
+def _app(settings: ServingSettings) -> Any:
+    now = pd.Timestamp.now(tz="UTC")
+    frame = history(LEVELS, now, 200)
+    source = FrameSource(frame)
+    registry = DictRegistry("prewarm-test")
+    registry.add(fit_planner(frame, specs(LEVELS)))
+    config = refresh_config(LEVELS, max_staleness=3600.0)
+    return create_app(settings, ServingComponents(config, lambda: source, registry))
+
+
+@contextmanager
+def _serving(settings: ServingSettings) -> Iterator[int]:
+    """Run the app; yield its gRPC port once a model serves."""
+    app = _app(settings)
+    with running(app, lambda a: uvicorn_config(a, settings)):
+        runtime = app.state.runtime
+        wait_until(lambda: runtime.store.current.model_version is not None)
+        assert runtime.grpc_port
+        yield runtime.grpc_port
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A stub on a plain channel to a server that requires the token."""
+    token_file = tmp_path_factory.mktemp("token") / "token"
+    token_file.write_text(TOKEN + "\n")
+    settings = ServingSettings(port=free_port(), grpc_port=0, token_file=token_file)
+    stubs = load_externalscaler()
+    with _serving(settings) as port, grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield stubs.pb2, stubs.pb2_grpc.ExternalScalerStub(channel)
+
+
+def _ref(pb2: Any, workload: str = "chat") -> Any:
+    return pb2.ScaledObjectRef(
+        name="so", namespace="default", scalerMetadata={"workload": workload}
+    )
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [(), (("authorization", "Bearer wrong-token"),), (("authorization", TOKEN),)],
+    ids=["missing", "wrong", "not-bearer"],
+)
+def test_every_rpc_refuses_a_call_without_the_token(plain: Any, metadata: Any) -> None:
+    pb2, stub = plain
+    ref = _ref(pb2)
+    calls = {
+        "IsActive": lambda: stub.IsActive(ref, timeout=5, metadata=metadata),
+        "GetMetricSpec": lambda: stub.GetMetricSpec(ref, timeout=5, metadata=metadata),
+        "GetMetrics": lambda: stub.GetMetrics(
+            pb2.GetMetricsRequest(scaledObjectRef=ref, metricName="prewarm_desired_replicas"),
+            timeout=5,
+            metadata=metadata,
+        ),
+        "StreamIsActive": lambda: next(stub.StreamIsActive(ref, timeout=5, metadata=metadata)),
+    }
+    for name, call in calls.items():
+        with pytest.raises(grpc.RpcError) as caught:
+            call()
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED, name
+        assert "wrong-token" not in (caught.value.details() or ""), name
+
+
+def test_the_token_is_accepted(plain: Any) -> None:
+    pb2, stub = plain
+    (spec,) = stub.GetMetricSpec(_ref(pb2), timeout=5, metadata=BEARER).metricSpecs
+    assert spec.metricName == "prewarm_desired_replicas"
+    assert stub.IsActive(_ref(pb2), timeout=5, metadata=BEARER).result is True
+
+
+# -- mutual TLS -----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mtls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pki, int]]:
+    folder = tmp_path_factory.mktemp("pki")
+    pki = make_pki(folder)
+    token_file = folder / "token"
+    token_file.write_text(TOKEN)
+    settings = ServingSettings(
+        port=free_port(),
+        grpc_port=0,
+        tls_cert=pki.server_cert,
+        tls_key=pki.server_key,
+        client_ca=pki.ca,
+        token_file=token_file,
+    )
+    with _serving(settings) as port:
+        yield pki, port
+
+
+def _secure_stub(pki: Pki, port: int, client: tuple[Path, Path] | None) -> tuple[Any, Any, Any]:
+    stubs = load_externalscaler()
+    cert, key = (None, None) if client is None else (client[0].read_bytes(), client[1].read_bytes())
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=pki.ca.read_bytes(), private_key=key, certificate_chain=cert
+    )
+    channel = grpc.secure_channel(f"127.0.0.1:{port}", credentials)
+    return channel, stubs.pb2, stubs.pb2_grpc.ExternalScalerStub(channel)
+
+
+def test_mutual_tls_accepts_a_client_certificate_of_the_ca(mtls: tuple[Pki, int]) -> None:
+    pki, port = mtls
+    channel, pb2, stub = _secure_stub(pki, port, (pki.client_cert, pki.client_key))
+    with channel:
+        # KEDA's external scaler sends no call metadata: the certificate is the credential.
+        assert stub.IsActive(_ref(pb2), timeout=5).result is True
+
+
+@pytest.mark.parametrize("who", ["no-certificate", "stranger"])
+def test_mutual_tls_refuses_other_clients_even_with_the_token(
+    mtls: tuple[Pki, int], who: str
+) -> None:
+    pki, port = mtls
+    client = None if who == "no-certificate" else (pki.stranger_cert, pki.stranger_key)
+    channel, pb2, stub = _secure_stub(pki, port, client)
+    with channel, pytest.raises(grpc.RpcError) as caught:
+        stub.IsActive(_ref(pb2), timeout=5, metadata=BEARER)
+    # The handshake fails: the call never reaches the servicer.
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
