@@ -1,4 +1,15 @@
-"""Liveness, readiness and the service's own Prometheus metrics."""
+"""Liveness, readiness and the service's own Prometheus metrics.
+
+Readiness means the process can answer the API, not that every forecast is fresh: the
+``v1beta1.external.metrics.k8s.io`` APIService is cluster-wide, and a pod taken out of the
+Service for a data or model outage would make the aggregator mark the whole group
+unavailable, which disturbs discovery for every client of the cluster. While data is stale
+or no model is loaded, each metric answers the hold error (503), which the HPA and KEDA
+hold on. Freshness is reported on ``/metrics`` (``prewarm_workload_fresh``,
+``prewarm_data_age_seconds``), in each refused answer's ``Status`` and per workload, with
+its reason, on ``/v1/workloads``; ``/readyz`` gives only categories, because its body is
+unauthenticated and reasons may carry source internals (addresses, queries).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +19,7 @@ from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from serving.api.runtime import CurrentSnapshot, RuntimeDep
+from serving.engine.models import ModelWatcher
 from serving.wire import k8s
 
 __all__ = ["router"]
@@ -21,13 +33,23 @@ def healthz() -> Response:
     return Response(k8s.encode_json({"status": "ok"}), media_type=k8s.CONTENT_TYPE)
 
 
+def _model_problem(watcher: ModelWatcher) -> str | None:
+    """The category of the registry's last problem: ``no_model`` while nothing is loaded,
+    ``registry_error`` when a loaded model is served but the last lookup or load failed."""
+    if watcher.last_error is None:
+        return None
+    return "no_model" if watcher.current is None else "registry_error"
+
+
 @router.get("/readyz")
 def readyz(snapshot: CurrentSnapshot, runtime: RuntimeDep) -> Response:
-    """Ready when a model is loaded and at least one workload is fresh.
+    """Ready (200) whenever the app is up: a missing model or stale data is answered with
+    the hold error on each metric, never by leaving the Service (see the module docs).
 
-    The body lists the fresh workloads and, for each stale one, why; it is returned with
-    503 when not ready so that Kubernetes keeps the pod out of the Service. ``mode`` is
-    ``shadow`` when no value is served (``prewarm serve --shadow``), else ``serving``.
+    The body says what would be served: the fresh workloads and, for each refused one, the
+    category of its refusal (``stale``, ``drift``, ``no_model``, ``no_forecast``); the
+    reasons themselves go to the log and to ``/v1/workloads``. ``mode`` is ``shadow`` when
+    no value is served (``prewarm serve --shadow``), else ``serving``.
     """
     now = datetime.now(UTC)
     fresh, stale = [], {}
@@ -36,24 +58,22 @@ def readyz(snapshot: CurrentSnapshot, runtime: RuntimeDep) -> Response:
         if status.fresh:
             fresh.append(name)
         else:
-            stale[name] = status.reason
-    model_loaded = snapshot.model_version is not None
-    ready = model_loaded and bool(fresh)
+            stale[name] = status.cause
+    watcher = runtime.watcher
     body = {
-        "ready": ready,
+        "ready": True,
         "mode": "shadow" if snapshot.shadow else "serving",
         "model": {
             "name": snapshot.model_name or runtime.components.config.model_name,
             "version": snapshot.model_version,
-            "problem": runtime.watcher.last_error,
+            "problem": _model_problem(watcher),
+            "rejectedVersions": sorted(watcher.rejected),
         },
         "lastRefresh": k8s.format_time(snapshot.generated_at) if snapshot.generated_at else None,
         "fresh": fresh,
         "stale": stale,
     }
-    return Response(
-        k8s.encode_json(body), status_code=200 if ready else 503, media_type=k8s.CONTENT_TYPE
-    )
+    return Response(k8s.encode_json(body), media_type=k8s.CONTENT_TYPE)
 
 
 @router.get("/metrics")

@@ -4,7 +4,8 @@ One tiny training run into a real MLflow SQLite store in a temp dir, with a poli
 (as a backtest's tuning passes it): the registered ``policies.json``, the run's params, the
 model serve loads from the registry, and the answers of a real uvicorn and gRPC server all
 carry that policy. A serve config that disagrees with it is refused for that workload only,
-field by field, in the log, ``/readyz``, ``/metrics`` and on every metric endpoint.
+field by field, in the log, ``/v1/workloads``, ``/metrics`` and on every metric endpoint
+(``/readyz`` names the category).
 """
 
 from __future__ import annotations
@@ -178,7 +179,9 @@ def test_a_drifted_workload_is_refused_field_by_field(
         "retrain or revert"
     )
     ready = http.get("/readyz").json()
-    assert ready["stale"] == {"embed": reason}
+    assert ready["ready"] is True and ready["stale"] == {"embed": "drift"}
+    listed = {w["workload"]: w for w in http.get("/v1/workloads").json()["workloads"]}
+    assert listed["embed"]["reason"] == reason
     scraped = http.get("/metrics").text
     assert 'prewarm_policy_drift{workload="embed"} 1.0' in scraped
     assert 'prewarm_policy_drift{workload="chat"} 0.0' in scraped
