@@ -7,7 +7,6 @@ the ``Annotated`` dependencies defined here.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -32,8 +31,6 @@ __all__ = [
     "RuntimeDep",
     "ServingComponents",
 ]
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -92,7 +89,7 @@ class Runtime:
         )
 
     def forecast(self, workload: str, api: str) -> WorkloadForecast:
-        """The servable forecast of ``workload``; a refusal is logged and counted.
+        """The servable forecast of ``workload``; a refusal is counted (and logged, rate-limited).
 
         Raises
         ------
@@ -104,10 +101,7 @@ class Runtime:
         try:
             return self.store.current.forecast(workload)
         except ForecastUnavailableError as exc:
-            self.metrics.unavailable.labels(api, workload, exc.cause).inc()
-            logger.warning(
-                "forecast unavailable", extra={"workload": workload, "api": api, "reason": str(exc)}
-            )
+            self.metrics.refused(api, workload, exc)
             raise
 
     def registered_policy(self, workload: str) -> WorkloadPolicy:

@@ -5,13 +5,19 @@ one process (tests, benchmarks) do not collide and ``/metrics`` shows only prewa
 Per-workload values (forecast, replicas, data age, freshness) are read from the current
 snapshot when ``/metrics`` is scraped, so a stalled refresher shows as growing data age
 instead of frozen numbers.
+
+Refusals are counted one by one on ``/metrics`` but logged at most once per workload and
+reason per minute (:class:`Throttle`): under load a stale workload is refused hundreds of
+times a second, and a line for each would bury every other line and fill the disk.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterator
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterator
 from datetime import UTC, datetime
 
 import numpy as np
@@ -21,9 +27,15 @@ from prometheus_client.registry import Collector
 
 from forecaster.metrics import pinball_loss
 from serving.engine.snapshot import Snapshot
+from serving.exceptions import ForecastUnavailableError
 from training.logs import JsonFormatter
 
-__all__ = ["ServingMetrics", "configure_logging"]
+__all__ = ["REFUSAL_LOG_INTERVAL", "ServingMetrics", "Throttle", "configure_logging"]
+
+logger = logging.getLogger(__name__)
+
+REFUSAL_LOG_INTERVAL = 60.0
+"""Seconds between two log lines about the refusals of one workload for one reason."""
 
 _REFRESH_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 
@@ -97,6 +109,52 @@ class _SnapshotCollector(Collector):
         yield from (demand, replicas, band, lead, age, fresh, drift, shadow)
 
 
+class Throttle:
+    """Lets one event per key through per interval and counts the others.
+
+    Parameters
+    ----------
+    interval : float
+        Seconds after a let-through event during which the same key is held back.
+    clock : callable, default time.monotonic
+        Returns the current time in seconds.
+
+    Examples
+    --------
+    >>> now = [0.0]
+    >>> throttle = Throttle(60.0, clock=lambda: now[0])
+    >>> throttle.admit("a"), throttle.admit("a"), throttle.admit("a")
+    (0, None, None)
+    >>> now[0] = 60.0
+    >>> throttle.admit("a")
+    2
+    """
+
+    def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval = interval
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._keys: dict[Hashable, tuple[float, int]] = {}  # key -> (let through at, held back)
+
+    def admit(self, key: Hashable) -> int | None:
+        """Record one event of ``key``.
+
+        Returns
+        -------
+        int or None
+            None when the event is held back; otherwise how many events of ``key`` were held
+            back since the last one let through.
+        """
+        now = self.clock()
+        with self._lock:
+            last = self._keys.get(key)
+            if last is not None and now - last[0] < self.interval:
+                self._keys[key] = (last[0], last[1] + 1)
+                return None
+            self._keys[key] = (now, 0)
+            return 0 if last is None else last[1]
+
+
 class ServingMetrics:
     """Every metric the service exports, in one private registry.
 
@@ -104,9 +162,15 @@ class ServingMetrics:
     ----------
     snapshot : callable
         Returns the current :class:`~serving.engine.snapshot.Snapshot` (read at scrape time).
+    refusal_log : Throttle or None
+        How often a refusal is logged per workload and reason; default once per
+        :data:`REFUSAL_LOG_INTERVAL` seconds.
     """
 
-    def __init__(self, snapshot: Callable[[], Snapshot]) -> None:
+    def __init__(
+        self, snapshot: Callable[[], Snapshot], *, refusal_log: Throttle | None = None
+    ) -> None:
+        self.refusal_log = refusal_log or Throttle(REFUSAL_LOG_INTERVAL)
         self.registry = CollectorRegistry(auto_describe=True)
         registry = self.registry
         self.refresh_duration = Histogram(
@@ -187,6 +251,26 @@ class ServingMetrics:
         )
         registry.register(_SnapshotCollector(snapshot))
         self._model: tuple[str, str] | None = None
+
+    def refused(self, api: str, workload: str, exc: ForecastUnavailableError) -> None:
+        """Count one refused request; log it unless the same refusal was logged recently.
+
+        The line that follows a quiet interval says how many refusals it stood for.
+        """
+        self.unavailable.labels(api, workload, exc.cause).inc()
+        held_back = self.refusal_log.admit((workload, exc.cause))
+        if held_back is not None:
+            logger.warning(
+                "forecast unavailable",
+                extra={
+                    "workload": workload,
+                    "api": api,
+                    "cause": exc.cause,
+                    "reason": str(exc),
+                    "repeats_not_logged": held_back,
+                    "log_interval_seconds": self.refusal_log.interval,
+                },
+            )
 
     def score(self, workload: str, predicted: float, actual: float, quantile: float) -> None:
         """Record one forecast against the demand that arrived at its target time."""

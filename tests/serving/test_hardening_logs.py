@@ -1,0 +1,139 @@
+"""Serving's logs under refused load: bounded volume, and never a credential.
+
+A stale workload is refused on every request; the refusals are counted one by one on
+``/metrics`` while the log gets one line per workload and reason per interval.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import httpx
+import pandas as pd
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from serving.api.app import create_app, uvicorn_config
+from serving.api.runtime import ServingComponents
+from serving.engine.observability import Throttle
+from serving.settings import ServingSettings
+from serving.wire.stubs import load_externalscaler
+from tests.serving.support import (
+    DictRegistry,
+    FrameSource,
+    fit_planner,
+    free_port,
+    history,
+    refresh_config,
+    running,
+    specs,
+    wait_until,
+)
+from training.logs import JsonFormatter
+
+pytestmark = pytest.mark.integration
+
+LEVELS = {"chat": 40.0}
+GROUP = "/apis/external.metrics.k8s.io/v1beta1"
+
+
+class _Lines(logging.Handler):
+    """Every record of the ``serving`` loggers, as the JSON line the service would write."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(JsonFormatter())
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+@pytest.fixture
+def lines() -> Iterator[_Lines]:
+    handler = _Lines()
+    root = logging.getLogger("serving")
+    saved = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(saved)
+
+
+def test_throttle_lets_one_event_per_key_and_interval_through() -> None:
+    now = [100.0]
+    throttle = Throttle(60.0, clock=lambda: now[0])
+    assert throttle.admit(("chat", "stale")) == 0
+    assert [throttle.admit(("chat", "stale")) for _ in range(999)] == [None] * 999
+    # Another key has its own interval.
+    assert throttle.admit(("chat", "shadow")) == 0
+    now[0] = 159.9
+    assert throttle.admit(("chat", "stale")) is None
+    now[0] = 160.0
+    # The line after the interval says how many it stood for.
+    assert throttle.admit(("chat", "stale")) == 1000
+    assert throttle.admit(("chat", "stale")) is None
+
+
+@pytest.fixture
+def stale(lines: _Lines) -> Iterator[tuple[Any, int]]:
+    """A server whose one workload's data ended two hours ago (before its history window):
+    every request is refused."""
+    frame = history(LEVELS, pd.Timestamp.now(tz="UTC") - pd.Timedelta(hours=2), 200)
+    registry = DictRegistry("prewarm-test")
+    registry.add(fit_planner(frame, specs(LEVELS)))
+    config = refresh_config(LEVELS, max_staleness=60.0)
+    settings = ServingSettings(port=free_port(), grpc_port=0)
+    app = create_app(settings, ServingComponents(config, lambda: FrameSource(frame), registry))
+    with running(app, lambda a: uvicorn_config(a, settings)):
+        runtime = app.state.runtime
+        wait_until(lambda: runtime.store.current.model_version is not None)
+        # Time stands still for the throttle: the count below cannot depend on speed.
+        runtime.metrics.refusal_log.clock = lambda: 0.0
+        yield app, settings.port
+
+
+def test_a_thousand_refusals_write_fewer_than_twenty_lines(
+    stale: tuple[Any, int], lines: _Lines
+) -> None:
+    app, port = stale
+    before = len(lines.lines)
+    stubs = load_externalscaler()
+    ref = stubs.pb2.ScaledObjectRef(name="so", scalerMetadata={"workload": "chat"})
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
+        for i in range(400):
+            metric = ("prewarm_desired_replicas", "prewarm_forecast_demand")[i % 2]
+            path = f"{GROUP}/namespaces/default/{metric}?labelSelector=workload%3Dchat"
+            assert http.get(path).status_code == 503
+        for _ in range(400):
+            assert http.get("/v1/workloads/chat/forecast").status_code == 503
+        with grpc.insecure_channel(f"127.0.0.1:{app.state.runtime.grpc_port}") as channel:
+            stub = stubs.pb2_grpc.ExternalScalerStub(channel)
+            for _ in range(200):
+                with pytest.raises(grpc.RpcError) as caught:
+                    stub.IsActive(ref, timeout=5)
+                assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+        exposition = http.get("/metrics").text
+    written = lines.lines[before:]
+    assert len(written) < 20, "\n".join(written[:25])
+    refusals = [line for line in written if "forecast unavailable" in line]
+    assert len(refusals) == 1, refusals
+    # The counters carry the detail the log leaves out.
+    counted = {
+        (s.labels["api"], s.labels["reason"]): s.value
+        for family in text_string_to_metric_families(exposition)
+        if family.name == "prewarm_unavailable_responses"
+        for s in family.samples
+        if s.name.endswith("_total")
+    }
+    assert counted == {
+        ("external_metrics", "no_forecast"): 400.0,
+        ("keda", "no_forecast"): 400.0,
+        ("grpc", "no_forecast"): 200.0,
+    }, counted
