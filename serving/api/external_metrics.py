@@ -41,12 +41,14 @@ def workload_for_query(query: str) -> str:
 
     The HPA repeats the same few query strings every sync period, so parsing is cached by
     the raw text (bounded: at most 1,024 distinct strings are kept, least recently used
-    first out). Errors are not cached; they raise every time.
+    first out). Errors are not cached; they raise every time, cheaply: a query too long to
+    hold a selector of :data:`~serving.wire.selector.MAX_SELECTOR_CHARS` characters is refused
+    before it is decoded or parsed.
 
     Raises
     ------
     SelectorError
-        Malformed selector, or one that does not pin exactly one workload (HTTP 400).
+        Too long, malformed, or not pinning exactly one workload (HTTP 400).
     """
     return workload_from_selector(selector_from_query(query))
 

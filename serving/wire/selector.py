@@ -37,6 +37,7 @@ from urllib.parse import parse_qs
 from serving.exceptions import SelectorError
 
 __all__ = [
+    "MAX_SELECTOR_CHARS",
     "WORKLOAD_LABEL",
     "Operator",
     "Requirement",
@@ -48,6 +49,11 @@ __all__ = [
 
 WORKLOAD_LABEL = "workload"
 """The label whose value names a prewarm workload: ``labelSelector=workload=NAME``."""
+
+MAX_SELECTOR_CHARS = 4096
+"""Longest selector read, decoded (the HPA's are well under 200 characters). A longer one is
+refused before it is parsed: parsing is linear in the text, on the event loop."""
+_MAX_QUERY_CHARS = 3 * MAX_SELECTOR_CHARS  # every character of the longest one as %XX
 
 
 class Operator(StrEnum):
@@ -351,15 +357,25 @@ def parse_selector(text: str) -> Selector:
     Raises
     ------
     SelectorError
-        If the text breaks the grammar or holds an invalid key or value; the message names
-        the selector and the 0-based position of the problem.
+        If the text is longer than :data:`MAX_SELECTOR_CHARS`, breaks the grammar or holds an
+        invalid key or value; the message names the selector and the 0-based position of the
+        problem.
 
     Examples
     --------
     >>> parse_selector("!canary,workload==a").requirements[0]
     Requirement(key='canary', operator=<Operator.DOES_NOT_EXIST: '!'>, values=())
     """
+    _check_length(text, MAX_SELECTOR_CHARS, "label selector")
     return _Parser(text).parse()
+
+
+def _check_length(text: str, limit: int, what: str) -> None:
+    if len(text) > limit:
+        raise SelectorError(
+            f"{what} too long: {len(text)} characters, at most {limit} are read",
+            selector=text,
+        )
 
 
 def selector_from_query(query: str, param: str = "labelSelector") -> Selector:
@@ -384,8 +400,11 @@ def selector_from_query(query: str, param: str = "labelSelector") -> Selector:
     Raises
     ------
     SelectorError
-        If the escapes are not valid UTF-8 or the selector is malformed.
+        If the query is longer than three times :data:`MAX_SELECTOR_CHARS` (the longest
+        selector, fully percent-encoded), the escapes are not valid UTF-8 or the selector is
+        malformed.
     """
+    _check_length(query, _MAX_QUERY_CHARS, "query string")
     try:
         values = parse_qs(query, keep_blank_values=True, errors="strict").get(param, [])
     except UnicodeDecodeError as exc:

@@ -1,0 +1,112 @@
+"""The HTTP endpoints' defences over a real uvicorn server: bounded selectors, bounded error
+texts, workload names shown only to authenticated callers, the namespace of the metric URL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pandas as pd
+import pytest
+
+from serving.api.app import create_app, uvicorn_config
+from serving.api.external_metrics import workload_for_query
+from serving.api.runtime import ServingComponents
+from serving.settings import ServingSettings
+from serving.wire import selector
+from tests.serving.support import (
+    DictRegistry,
+    FrameSource,
+    fit_planner,
+    free_port,
+    history,
+    refresh_config,
+    running,
+    specs,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+LEVELS = {"chat": 40.0, "embed": 7.0}
+TOKEN = "http-s3cret"
+GROUP = "/apis/external.metrics.k8s.io/v1beta1"
+METRIC = f"{GROUP}/namespaces/default/prewarm_desired_replicas"
+
+
+@pytest.fixture(scope="module")
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    frame = history(LEVELS, pd.Timestamp.now(tz="UTC"), 200)
+    registry = DictRegistry("prewarm-test")
+    registry.add(fit_planner(frame, specs(LEVELS)))
+    config = refresh_config(LEVELS, max_staleness=3600.0)
+    token_file = tmp_path_factory.mktemp("token") / "token"
+    token_file.write_text(TOKEN)
+    settings = ServingSettings(port=free_port(), grpc_port=None, token_file=token_file)
+    app = create_app(settings, ServingComponents(config, lambda: FrameSource(frame), registry))
+    with running(app, lambda a: uvicorn_config(a, settings)):
+        runtime = app.state.runtime
+        wait_until(lambda: all(s.forecast for s in runtime.store.current.states.values()))
+        with httpx.Client(base_url=f"http://127.0.0.1:{settings.port}", timeout=10) as client:
+            yield client
+
+
+class _CountingParser(selector._Parser):
+    made = 0
+
+    def __init__(self, text: str) -> None:
+        type(self).made += 1
+        super().__init__(text)
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> type[_CountingParser]:
+    """Counts the selectors parsed (the server runs in this process)."""
+    workload_for_query.cache_clear()
+    _CountingParser.made = 0
+    monkeypatch.setattr(selector, "_Parser", _CountingParser)
+    return _CountingParser
+
+
+def _status(response: httpx.Response, code: int) -> dict[str, Any]:
+    assert response.status_code == code, response.text
+    body: dict[str, Any] = response.json()
+    assert body["kind"] == "Status" and body["code"] == code
+    return body
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # 63 KB (about the reported 65 KB; httpx sends at most 64 KiB of URL): refused
+        # before it is even decoded.
+        "labelSelector=workload%3Dchat%2C" + "k%3Dv%2C" * 7900 + "x%3Dy",
+        # Short enough raw, but 5,000 characters decoded: refused before it is parsed.
+        "labelSelector=workload=chat," + "a" * 5000,
+    ],
+    ids=["63KB-encoded", "5000-chars-decoded"],
+)
+def test_a_huge_selector_is_refused_unparsed(
+    http: httpx.Client, parses: type[_CountingParser], query: str
+) -> None:
+    body = _status(http.get(f"{METRIC}?{query}"), 400)
+    assert body["reason"] == "BadRequest"
+    assert "too long" in body["message"]
+    assert len(body["message"]) < 300
+    assert parses.made == 0
+
+
+def test_a_selector_at_the_limit_is_still_read(
+    http: httpx.Client, parses: type[_CountingParser]
+) -> None:
+    # scaledobject.keda.sh/name=... requirements are ignored, but the text must parse.
+    clause = ",app=" + "v" * 58
+    text = "workload=chat" + clause * ((selector.MAX_SELECTOR_CHARS - 13) // len(clause))
+    assert len(text) <= selector.MAX_SELECTOR_CHARS
+    response = http.get(METRIC, params={"labelSelector": text})
+    assert response.status_code == 200, response.text
+    assert parses.made == 1
+    # The second request is answered from the cache.
+    assert http.get(METRIC, params={"labelSelector": text}).status_code == 200
+    assert parses.made == 1
