@@ -1,9 +1,10 @@
-"""The serving manifests: built-in kinds validated offline against the Kubernetes schemas,
-KEDA kinds parsed and checked against what the service serves."""
+"""The per-workload examples in deploy/examples (what `prewarm manifests` renders for the
+example workload): built-in kinds validated offline against the Kubernetes schemas, KEDA
+kinds parsed and checked against what the service serves. The install itself is
+tests/deploy/test_kustomize.py."""
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import yaml
 
 from serving.wire import k8s
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "serving"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 KUBERNETES_VERSION = "1.30.0"
 KEDA_KINDS = {"ScaledObject", "TriggerAuthentication"}
 
@@ -38,55 +39,12 @@ def _kind(kind: str) -> list[dict[str, Any]]:
 
 def test_every_expected_kind_is_there() -> None:
     kinds = {doc["kind"] for _, doc in DOCUMENTS}
-    for kind in (
-        "Deployment",
-        "Service",
-        "APIService",
-        "ServiceAccount",
-        "ClusterRoleBinding",
-        "RoleBinding",
-        "HorizontalPodAutoscaler",
-        "ConfigMap",
-        "ScaledObject",
-        "TriggerAuthentication",
-    ):
-        assert kind in kinds, kind
+    assert kinds == {"HorizontalPodAutoscaler", "ScaledObject", "TriggerAuthentication"}
 
 
 @pytest.mark.parametrize(("name", "doc"), BUILT_IN, ids=[n for n, _ in BUILT_IN])
 def test_built_in_kinds_validate_offline(name: str, doc: dict[str, Any]) -> None:
     kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
-
-
-def test_deployment_is_locked_down() -> None:
-    (deployment,) = _kind("Deployment")
-    pod = deployment["spec"]["template"]["spec"]
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    (container,) = pod["containers"]
-    assert container["securityContext"]["readOnlyRootFilesystem"] is True
-    assert container["securityContext"]["allowPrivilegeEscalation"] is False
-    assert {"requests", "limits"} <= set(container["resources"])
-    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-
-
-def test_apiservice_registers_the_group_with_a_ca_bundle() -> None:
-    (api,) = _kind("APIService")
-    assert api["metadata"]["name"] == f"{k8s.VERSION}.{k8s.GROUP}"
-    spec = api["spec"]
-    assert (spec["group"], spec["version"]) == (k8s.GROUP, k8s.VERSION)
-    assert "insecureSkipTLSVerify" not in spec
-    assert base64.b64decode(spec["caBundle"]).startswith(b"-----BEGIN CERTIFICATE-----")
-    (service,) = _kind("Service")
-    assert spec["service"]["name"] == service["metadata"]["name"]
-    assert spec["service"]["port"] in {p["port"] for p in service["spec"]["ports"]}
-
-
-def test_rbac_for_the_aggregator() -> None:
-    roles = {doc["roleRef"]["name"] for doc in _kind("ClusterRoleBinding") + _kind("RoleBinding")}
-    assert {"system:auth-delegator", "extension-apiserver-authentication-reader"} <= roles
-    (reader,) = [d for d in _kind("RoleBinding") if d["roleRef"]["kind"] == "Role"]
-    assert reader["metadata"]["namespace"] == "kube-system"
 
 
 def test_hpa_uses_the_predictive_metric_beside_a_reactive_one() -> None:
@@ -120,3 +78,16 @@ def test_keda_triggers_point_at_what_prewarm_serves() -> None:
     assert by_type["metrics-api"]["metricType"] == "AverageValue"  # KEDA's fallback needs it
     push = by_type["external-push"]["metadata"]
     assert push["scalerAddress"].endswith(":9000") and push["workload"]
+
+
+def test_keda_trigger_authentication_reads_keys_its_secret_is_made_with() -> None:
+    (auth,) = _kind("TriggerAuthentication")
+    refs = auth["spec"]["secretTargetRef"]
+    assert {r["parameter"]: r["key"] for r in refs} == {"token": "token", "ca": "ca.crt"}
+    (secret,) = {r["name"] for r in refs}
+    # The Secret is made from the install's own (token and CA), never committed with a
+    # placeholder: the comment holds the command, with both keys.
+    text = (DEPLOY / "keda-metrics-api.yaml").read_text()
+    assert "kind: Secret" not in text
+    assert f"create secret generic {secret}" in text
+    assert "--from-literal=token=" in text and "--from-literal=ca.crt=" in text

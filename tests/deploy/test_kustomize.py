@@ -1,0 +1,305 @@
+"""``kubectl apply -k deploy/`` and its overlays: every install renders with ``kubectl
+kustomize``, every built-in object validates against the Kubernetes schemas, and the pieces
+agree with each other (one image, one config, the MLflow server both sides reach, TLS,
+the APIService, the disruption budget and the network policies)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from typing import Any
+from urllib.parse import urlsplit
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from serving.wire import k8s
+from tests.deploy.rendered import (
+    DEPLOY,
+    INSTALLS,
+    ROOT,
+    SERVE,
+    Object,
+    container,
+    named,
+    one,
+    pod_spec,
+    render,
+)
+from training.config import parse_config
+
+# cert-manager's Issuer and Certificate are custom resources: kubernetes-validate has no
+# schema for them and no CRD schema is available offline, so their schema is not checked
+# here; test_certificates_serve_the_service_names checks the fields the install relies on.
+CUSTOM_GROUPS = {"cert-manager.io"}
+CONFIG_PATH = "/etc/prewarm/prewarm.yaml"
+IMAGE_REPOSITORY = "ghcr.io/prewarm/prewarm"
+
+
+def _version() -> str:
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        return str(tomllib.load(file)["project"]["version"])
+
+
+def _workloads(objects: list[Object]) -> list[Object]:
+    return named(objects, "Deployment") + named(objects, "CronJob")
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_each_install_renders_and_every_built_in_object_validates(install: str) -> None:
+    objects = render(install)
+    checked = 0
+    for obj in objects:
+        if obj["apiVersion"].split("/")[0] in CUSTOM_GROUPS:
+            continue
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+        checked += 1
+    assert checked >= 15, f"only {checked} built-in objects rendered"
+    # Everything namespaced lands in the install's namespace, which the install creates.
+    assert one(objects, "Namespace")["metadata"]["name"] == "prewarm"
+    for obj in objects:
+        if obj["kind"] not in {"Namespace", "APIService"}:
+            assert obj["metadata"].get("namespace") == "prewarm", obj["metadata"]["name"]
+
+
+def test_the_default_install_is_the_hpa_overlay() -> None:
+    assert render(".") == render("overlays/hpa")
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_one_image_everywhere_and_it_is_the_dockerfile_s(install: str) -> None:
+    objects = render(install)
+    images = {container(w)["image"] for w in _workloads(objects)}
+    kinds = sorted(f"{w['kind']}/{w['metadata']['name']}" for w in _workloads(objects))
+    assert kinds == ["CronJob/prewarm-train", "Deployment/mlflow", "Deployment/prewarm-serve"]
+    assert images == {f"{IMAGE_REPOSITORY}:{_version()}"}
+
+
+def _final_stage(dockerfile: str) -> tuple[int, str]:
+    stages = re.split(r"^FROM\s", dockerfile, flags=re.MULTILINE)
+    return len(stages) - 1, stages[-1]
+
+
+def test_dockerfile_is_multi_stage_non_root_with_libgomp_and_oci_labels() -> None:
+    text = (DEPLOY / "Dockerfile").read_text()
+    count, final = _final_stage(text)
+    assert count >= 2 and "COPY --from=build /opt/prewarm /opt/prewarm" in final
+    assert re.search(r"apt-get install [^\n]*\blibgomp1\b", final), "libgomp1 not installed"
+    (user,) = re.findall(r"^USER\s+(\S+)", final, flags=re.MULTILINE)
+    uid = user.split(":")[0]
+    assert uid.isdigit() and int(uid) != 0  # numeric: runAsNonRoot can verify it
+    for workload in _workloads(render(".")):
+        assert pod_spec(workload)["securityContext"]["runAsUser"] == int(uid)
+    labels = dict(re.findall(r'(org\.opencontainers\.image\.[a-z.]+)="([^"]*)"', final))
+    (default_version,) = re.findall(r"^ARG VERSION=(\S+)", final, flags=re.MULTILINE)
+    assert labels["org.opencontainers.image.version"] == "${VERSION}"
+    assert default_version == _version()
+    for key in ("title", "description", "source", "licenses", "revision"):
+        assert labels[f"org.opencontainers.image.{key}"], key
+    # The image name the manifests use is the source repository's registry name.
+    source = urlsplit(labels["org.opencontainers.image.source"])
+    assert source.netloc == "github.com"
+    assert f"ghcr.io{source.path}" == IMAGE_REPOSITORY
+    assert f"-t {IMAGE_REPOSITORY}:{_version()}" in text  # the build command it documents
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_serving_survives_a_node_drain(install: str) -> None:
+    objects = render(install)
+    serve = one(objects, "Deployment", "prewarm-serve")
+    assert serve["spec"]["replicas"] >= 2
+    assert serve["spec"]["selector"]["matchLabels"] == SERVE
+    spread = pod_spec(serve)["affinity"]["podAntiAffinity"]
+    (term,) = spread["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == SERVE
+    # The budget keeps one replica through voluntary disruptions and still lets a drain
+    # proceed (minAvailable below the replica count).
+    budget = one(objects, "PodDisruptionBudget")
+    assert budget["spec"]["selector"]["matchLabels"] == SERVE
+    assert 1 <= budget["spec"]["minAvailable"] < serve["spec"]["replicas"]
+
+
+def _policy_for(objects: list[Object], component: str, direction: str) -> list[Any]:
+    """Every rule of ``direction`` (ingress/egress) in the policies selecting ``component``."""
+    rules = []
+    for policy in named(objects, "NetworkPolicy"):
+        spec = policy["spec"]
+        if direction.capitalize() not in spec["policyTypes"]:
+            continue
+        selector = spec["podSelector"]
+        labels = selector.get("matchLabels", {})
+        expressions = selector.get("matchExpressions", [])
+        selects = labels.get("app.kubernetes.io/component", component) == component and all(
+            e["key"] != "app.kubernetes.io/component" or component in e["values"]
+            for e in expressions
+        )
+        if selects and (labels or expressions):
+            rules += spec.get(direction, [])
+    return rules
+
+
+def _ports(rules: list[Any]) -> set[int]:
+    return {p["port"] for rule in rules for p in rule.get("ports", [])}
+
+
+def _peers(rules: list[Any]) -> list[str]:
+    """Each peer as ``namespace:<name>``, ``pods:<component>`` or ``cidr:<block>``."""
+    out = []
+    for rule in rules:
+        for peer in rule.get("from", []) + rule.get("to", []):
+            if "ipBlock" in peer:
+                out.append(f"cidr:{peer['ipBlock']['cidr']}")
+            elif "namespaceSelector" in peer:
+                ns = peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                out.append(f"namespace:{ns}")
+            else:
+                out.append(
+                    f"pods:{peer['podSelector']['matchLabels']['app.kubernetes.io/component']}"
+                )
+    return sorted(out)
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_network_policies_admit_only_what_prewarm_needs(install: str) -> None:
+    objects = render(install)
+    deny = one(objects, "NetworkPolicy", "default-deny")["spec"]
+    assert deny["podSelector"] == {} and set(deny["policyTypes"]) == {"Ingress", "Egress"}
+    assert "ingress" not in deny and "egress" not in deny
+    # Serving and training reach Prometheus, MLflow and DNS, nothing else.
+    for component in ("serve", "training"):
+        egress = _policy_for(objects, component, "egress")
+        assert _peers(egress) == ["namespace:kube-system", "namespace:monitoring", "pods:mlflow"]
+        assert _ports(egress) == {53, 9090, 5000}
+    # MLflow: reached by serving and training only, reaches nothing.
+    assert _peers(_policy_for(objects, "mlflow", "ingress")) == ["pods:serve", "pods:training"]
+    assert _ports(_policy_for(objects, "mlflow", "ingress")) == {5000}
+    assert _policy_for(objects, "mlflow", "egress") == []
+    assert _policy_for(objects, "training", "ingress") == []
+    # Serving: its HTTPS port for the API server and Prometheus; gRPC only for KEDA.
+    ingress = _policy_for(objects, "serve", "ingress")
+    https_only = [r for r in ingress if _ports([r]) == {8443}]
+    assert _peers(https_only) == ["cidr:0.0.0.0/0", "namespace:monitoring"]
+    keda = [r for r in ingress if 9000 in _ports([r])]
+    if install == "overlays/keda":
+        assert _peers(keda) == ["namespace:keda"] and _ports(keda) == {8443, 9000}
+    else:
+        assert keda == []
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_training_and_serving_share_one_config_and_the_mlflow_server(install: str) -> None:
+    objects = render(install)
+    (configmap,) = named(objects, "ConfigMap")
+    config = parse_config(yaml.safe_load(configmap["data"]["prewarm.yaml"]))
+    for workload in (one(objects, "Deployment", "prewarm-serve"), one(objects, "CronJob")):
+        pod, main = pod_spec(workload), container(workload)
+        assert pod["automountServiceAccountToken"] is False
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mount = next(m for m in main["volumeMounts"] if m["mountPath"] == CONFIG_PATH)
+        assert volumes[mount["name"]]["configMap"]["name"] == configmap["metadata"]["name"]
+        assert f"--config={CONFIG_PATH}" in main["args"] or CONFIG_PATH in main["args"]
+        assert not any("persistentVolumeClaim" in v for v in pod["volumes"])
+    (job,) = [container(one(objects, "CronJob"))]
+    assert job["args"][:3] == ["train", "--config", CONFIG_PATH]
+
+    # The tracking URI is the MLflow Service of the install, over HTTP.
+    uri = urlsplit(config.mlflow.tracking_uri)
+    host, _, namespace_svc = (uri.hostname or "").partition(".")
+    assert uri.scheme == "http" and namespace_svc == "prewarm.svc"
+    service = one(objects, "Service", host)
+    assert uri.port in {p["port"] for p in service["spec"]["ports"]}
+    mlflow = one(objects, "Deployment", host)
+    assert service["spec"]["selector"] == mlflow["spec"]["selector"]["matchLabels"]
+    server = container(mlflow)
+    assert server["command"] == ["mlflow"] and server["args"][0] == "server"
+    assert "--serve-artifacts" in server["args"]
+    (allowed,) = [a.split("=", 1)[1] for a in server["args"] if a.startswith("--allowed-hosts=")]
+    assert f"{uri.hostname}:{uri.port}" in allowed.split(",")
+    # SQLite has one writer: one pod, never two at once, the only one with the volume.
+    assert mlflow["spec"]["replicas"] == 1 and mlflow["spec"]["strategy"]["type"] == "Recreate"
+    (claim,) = [v for v in pod_spec(mlflow)["volumes"] if "persistentVolumeClaim" in v]
+    assert one(objects, "PersistentVolumeClaim", claim["persistentVolumeClaim"]["claimName"])
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_every_pod_is_locked_down(install: str) -> None:
+    objects = render(install)
+    for workload in _workloads(objects):
+        pod, main = pod_spec(workload), container(workload)
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["automountServiceAccountToken"] is False
+        assert main["securityContext"]["readOnlyRootFilesystem"] is True
+        assert main["securityContext"]["allowPrivilegeEscalation"] is False
+        assert main["securityContext"]["capabilities"]["drop"] == ["ALL"]
+        assert {"requests", "limits"} <= set(main["resources"])
+    serve = container(one(objects, "Deployment", "prewarm-serve"))
+    assert serve["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert serve["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # No pod calls the Kubernetes API, so none is granted anything.
+    assert not named(objects, "ClusterRoleBinding") and not named(objects, "RoleBinding")
+
+
+def _serving_certificate(objects: list[Object]) -> Object:
+    serve = one(objects, "Deployment", "prewarm-serve")
+    volumes = {v["name"]: v for v in pod_spec(serve)["volumes"]}
+    secret = volumes["tls"]["secret"]["secretName"]
+    (certificate,) = [c for c in named(objects, "Certificate") if c["spec"]["secretName"] == secret]
+    return certificate
+
+
+@pytest.mark.parametrize("install", INSTALLS)
+def test_certificates_serve_the_service_names(install: str) -> None:
+    objects = render(install)
+    certificate = _serving_certificate(objects)["spec"]
+    assert {"prewarm-serve.prewarm.svc", "prewarm-serve.prewarm.svc.cluster.local"} <= set(
+        certificate["dnsNames"]
+    )
+    assert "server auth" in certificate["usages"]
+    # issued by a CA issuer whose root is a self-signed CA certificate of the install
+    issuer = one(objects, "Issuer", certificate["issuerRef"]["name"])
+    root = one(objects, "Certificate", issuer["spec"]["ca"]["secretName"])
+    assert root["spec"]["isCA"] is True
+    assert "selfSigned" in one(objects, "Issuer", root["spec"]["issuerRef"]["name"])["spec"]
+
+
+def test_hpa_install_registers_the_apiservice_with_an_injected_ca_and_front_proxy_auth() -> None:
+    objects = render("overlays/hpa")
+    api = one(objects, "APIService")
+    assert api["metadata"]["name"] == f"{k8s.VERSION}.{k8s.GROUP}"
+    spec = api["spec"]
+    assert (spec["group"], spec["version"]) == (k8s.GROUP, k8s.VERSION)
+    assert "insecureSkipTLSVerify" not in spec and "caBundle" not in spec
+    certificate = _serving_certificate(objects)
+    injected = api["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+    assert injected == f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"
+    service = one(objects, "Service", spec["service"]["name"])
+    assert spec["service"]["namespace"] == service["metadata"]["namespace"]
+    assert spec["service"]["port"] in {p["port"] for p in service["spec"]["ports"]}
+    # The aggregator's client certificate is checked against the front-proxy CA and names.
+    deployment = one(objects, "Deployment", "prewarm-serve")
+    serve = container(deployment)
+    (client_ca,) = [a.split("=", 1)[1] for a in serve["args"] if a.startswith("--client-ca=")]
+    mount = next(m for m in serve["volumeMounts"] if client_ca.startswith(m["mountPath"] + "/"))
+    volumes = {v["name"]: v for v in pod_spec(deployment)["volumes"]}
+    front_proxy = volumes[mount["name"]]["configMap"]
+    assert client_ca.endswith("/" + front_proxy["items"][0]["path"])
+    names = next(e for e in serve["env"] if e["name"] == "PREWARM_REQUESTHEADER_ALLOWED_NAMES")
+    assert names["valueFrom"]["configMapKeyRef"] == {
+        "name": front_proxy["name"],
+        "key": "requestheader-allowed-names",
+    }
+
+
+def test_keda_install_leaves_the_apiservice_to_keda_and_requires_the_token() -> None:
+    objects = render("overlays/keda")
+    assert named(objects, "APIService") == []
+    serve = one(objects, "Deployment", "prewarm-serve")
+    main = container(serve)
+    token_file = next(e["value"] for e in main["env"] if e["name"] == "PREWARM_TOKEN_FILE")
+    mount = next(m for m in main["volumeMounts"] if token_file.startswith(m["mountPath"] + "/"))
+    volumes = {v["name"]: v for v in pod_spec(serve)["volumes"]}
+    assert volumes[mount["name"]]["secret"]["secretName"] == "prewarm-serve-token"
+    assert not any(a.startswith("--client-ca") for a in main["args"])
