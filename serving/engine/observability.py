@@ -29,6 +29,7 @@ from forecaster.metrics import pinball_loss
 from serving.engine.snapshot import Snapshot
 from serving.exceptions import ForecastUnavailableError
 from training.logs import JsonFormatter
+from training.redaction import redact
 
 __all__ = ["REFUSAL_LOG_INTERVAL", "ServingMetrics", "Throttle", "configure_logging"]
 
@@ -266,7 +267,7 @@ class ServingMetrics:
                     "workload": workload,
                     "api": api,
                     "cause": exc.cause,
-                    "reason": str(exc),
+                    "reason": redact(str(exc)),
                     "repeats_not_logged": held_back,
                     "log_interval_seconds": self.refusal_log.interval,
                 },

@@ -40,6 +40,7 @@ from serving.engine.planner import ProcessPlanner
 from serving.engine.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
 from serving.engine.window import HistorySource, RollingWindow, WorkloadQuery
 from serving.settings import RefreshConfig
+from training.redaction import redact
 from training.registry import LoadedModel, PlanningModel
 
 __all__ = ["Refresher", "empty_snapshot"]
@@ -195,8 +196,12 @@ class Refresher:
             if self.metrics is not None:
                 self.metrics.fetch_duration.observe(outcome.seconds)
             for name, error in outcome.errors.items():
-                problems[name] = f"source error: {error}"
-                logger.warning("history fetch failed", extra={"workload": name, "error": error})
+                # The reason is answered with every 503, listed on /readyz and logged: a
+                # source's error may quote its URL with user:password@ or a token.
+                problems[name] = f"source error: {redact(error)}"
+                logger.warning(
+                    "history fetch failed", extra={"workload": name, "error": redact(error)}
+                )
                 if self.metrics is not None:
                     self.metrics.source_errors.labels(name).inc()
             drift = self._policy_drift(served)

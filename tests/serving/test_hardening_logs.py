@@ -137,3 +137,39 @@ def test_a_thousand_refusals_write_fewer_than_twenty_lines(
         ("keda", "no_forecast"): 400.0,
         ("grpc", "no_forecast"): 200.0,
     }, counted
+
+
+SECRETS = ("s3cret-pw", "tok-123", "hdr-456")
+OUTAGE = (
+    "cannot reach http://bob:s3cret-pw@prom:9090/api/v1/query_range?query=up&token=tok-123 "
+    "with headers {'Authorization': 'Bearer hdr-456'}"
+)
+
+
+def test_source_errors_leave_no_credential_in_logs_or_answers(lines: _Lines) -> None:
+    """The source fails quoting its URL with user:password@, a token parameter and its
+    Authorization header: serving's logs and its 503 bodies carry none of them."""
+    frame = history(LEVELS, pd.Timestamp.now(tz="UTC"), 200)
+    registry = DictRegistry("prewarm-test")
+    registry.add(fit_planner(frame, specs(LEVELS)))
+    config = refresh_config(LEVELS, max_staleness=60.0)
+    settings = ServingSettings(port=free_port(), grpc_port=None)
+    source = FrameSource(frame, fail=OUTAGE)
+    app = create_app(settings, ServingComponents(config, lambda: source, registry))
+    with running(app, lambda a: uvicorn_config(a, settings)):
+        runtime = app.state.runtime
+        wait_until(lambda: runtime.store.current.states["chat"].problem is not None)
+        with httpx.Client(base_url=f"http://127.0.0.1:{settings.port}", timeout=5) as http:
+            answers = [
+                http.get(
+                    f"{GROUP}/namespaces/default/prewarm_desired_replicas?labelSelector=workload%3Dchat"
+                ),
+                http.get("/v1/workloads/chat/forecast"),
+            ]
+    assert [a.status_code for a in answers] == [503, 503]
+    assert all("source error" in a.json()["message"] for a in answers)
+    fetch_failures = [line for line in lines.lines if "history fetch failed" in line]
+    assert fetch_failures and any("forecast unavailable" in line for line in lines.lines)
+    for text in (*lines.lines, *(a.text for a in answers)):
+        for secret in SECRETS:
+            assert secret not in text, text
