@@ -3,12 +3,19 @@
 Each error that can reach a client carries the HTTP status and the gRPC status code name it
 maps to, so the app needs one exception handler (see :func:`serving.wire.k8s.status_from_error`),
 the gRPC servicer one ``context.abort(grpc.StatusCode[exc.grpc_code], str(exc))``, and
-clients never see a traceback. Messages name the argument at fault and echo the offending value.
+clients never see a traceback. Messages name the argument at fault and echo the offending value,
+at most :data:`~forecaster.exceptions.SHOWN_CHARS` characters of it
+(:func:`~forecaster.exceptions.shown`): a client's input is never echoed whole.
 """
 
 from __future__ import annotations
 
-from forecaster.exceptions import PrewarmError
+from collections.abc import Sequence
+
+from forecaster.exceptions import PrewarmError, shown
+
+_LISTED_WORKLOADS = 20
+"""At most this many configured workload names are listed in an unknown-workload error."""
 
 
 class ServingError(PrewarmError):
@@ -71,6 +78,27 @@ class UnknownWorkloadError(ServingError, LookupError):
     def __init__(self, message: str, *, workload: str) -> None:
         super().__init__(message)
         self.workload = workload
+
+    @classmethod
+    def of(cls, workload: str, configured: Sequence[str] | None) -> UnknownWorkloadError:
+        """The error a client is answered: the name echoed bounded, the configured names only
+        when the caller may see them.
+
+        Parameters
+        ----------
+        workload : str
+            The name asked for.
+        configured : sequence of str or None
+            The configured names, listed (at most 20); None for a caller who may not see
+            them (not authenticated while a token is configured).
+        """
+        if configured is None:
+            listed = "the configured workloads are listed to authenticated callers"
+        else:
+            shown_names = ", ".join(configured[:_LISTED_WORKLOADS])
+            more = ", ..." if len(configured) > _LISTED_WORKLOADS else ""
+            listed = f"configured workloads: {shown_names + more or 'none'}"
+        return cls(f"unknown workload {shown(workload)}; {listed}", workload=workload)
 
 
 class AuthenticationError(ServingError):

@@ -70,21 +70,23 @@ async def _direct(runtime: Runtime, scope: Scope, send: Send) -> bool:
     root = scope.get("root_path", "")
     if root and path.startswith(root):
         path = path[len(root) :]
+    authorization = next(
+        (v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), None
+    )
     try:
         if path.startswith(_METRIC_PREFIX):
             namespace, slash, metric = path[len(_METRIC_PREFIX) :].partition("/")
             if not (namespace and slash and metric) or "/" in metric:
                 return False  # not the route's shape: FastAPI answers (404, redirect...)
             query = scope["query_string"].decode("latin-1")
-            status, body = 200, external_metrics.metric_reply(runtime, namespace, metric, query)
+            status, body = (
+                200,
+                external_metrics.metric_reply(runtime, namespace, metric, query, authorization),
+            )
         elif path.startswith(_KEDA_PREFIX) and path.endswith(_KEDA_SUFFIX):
             name = path[len(_KEDA_PREFIX) : -len(_KEDA_SUFFIX)]
             if not name or "/" in name:
                 return False
-            authorization = next(
-                (v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"),
-                None,
-            )
             status, body = 200, keda.forecast_reply(runtime, name, authorization)
         else:
             return False

@@ -11,12 +11,15 @@ function behind FastAPI, for the methods and paths the direct path does not take
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
+from typing import Annotated
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Header, Request, Response
 
 from serving.api.runtime import Runtime, RuntimeDep
+from serving.exceptions import AuthenticationError, UnknownWorkloadError
 from serving.wire import k8s
 from serving.wire.replies import encode_metric
 from serving.wire.selector import selector_from_query, workload_from_selector
@@ -53,7 +56,23 @@ def workload_for_query(query: str) -> str:
     return workload_from_selector(selector_from_query(query))
 
 
-def metric_reply(runtime: Runtime, namespace: str, metric: str, query: str) -> bytes:
+def _listed_to(runtime: Runtime, authorization: str | None) -> Sequence[str] | None:
+    """The configured workload names, or None when this caller may not see them.
+
+    The External Metrics API needs no token (the aggregator presents none), so a 404 lists
+    the names only to a caller with the token, or to everyone when no token is configured
+    (``/v1/workloads`` then lists them to everyone too).
+    """
+    try:
+        runtime.verifier.check(authorization)
+    except AuthenticationError:
+        return None
+    return runtime.store.current.workloads
+
+
+def metric_reply(
+    runtime: Runtime, namespace: str, metric: str, query: str, authorization: str | None = None
+) -> bytes:
     """The ``ExternalMetricValueList`` body of ``metric`` for the workload ``query`` selects.
 
     Parameters
@@ -64,6 +83,9 @@ def metric_reply(runtime: Runtime, namespace: str, metric: str, query: str) -> b
         Path segments, as requested.
     query : str
         The raw (still encoded) query string.
+    authorization : str or None
+        The ``Authorization`` header: an unknown workload's 404 lists the configured ones
+        only with the token (see :func:`_listed_to`).
 
     Raises
     ------
@@ -77,7 +99,11 @@ def metric_reply(runtime: Runtime, namespace: str, metric: str, query: str) -> b
         return body
     # Unknown, never forecast or stale (or fresh again at the boundary): the checked path
     # raises with the reason, counts and logs the refusal, or returns a servable forecast.
-    return encode_metric(runtime.forecast(workload, api="external_metrics"), metric)
+    try:
+        forecast = runtime.forecast(workload, api="external_metrics")
+    except UnknownWorkloadError:
+        raise UnknownWorkloadError.of(workload, _listed_to(runtime, authorization)) from None
+    return encode_metric(forecast, metric)
 
 
 @router.get(k8s.API_PATH)
@@ -99,11 +125,17 @@ def api_resource_list() -> Response:
 
 
 @router.get(k8s.METRIC_PATH)
-def external_metric(namespace: str, metric: str, request: Request, runtime: RuntimeDep) -> Response:
+def external_metric(
+    namespace: str,
+    metric: str,
+    request: Request,
+    runtime: RuntimeDep,
+    authorization: Annotated[str | None, Header()] = None,
+) -> Response:
     """``ExternalMetricValueList`` of one workload, picked by ``labelSelector=workload=NAME``.
 
     Errors are ``metav1.Status`` bodies: 400 for a malformed selector, 404 for an unknown
     metric or workload, 503 while the forecast is stale (the HPA then holds).
     """
     query = request.scope.get("query_string", b"").decode("latin-1")
-    return _json(metric_reply(runtime, namespace, metric, query))
+    return _json(metric_reply(runtime, namespace, metric, query, authorization))

@@ -38,8 +38,14 @@ from typing import Any
 
 import grpc
 
+from forecaster.exceptions import shown
 from serving.api.runtime import Runtime
-from serving.exceptions import MetadataError, ServingError, UnknownMetricError
+from serving.exceptions import (
+    MetadataError,
+    ServingError,
+    UnknownMetricError,
+    UnknownWorkloadError,
+)
 from serving.wire import k8s
 from serving.wire.scaler_messages import metric_spec, metric_value, workload_from_metadata
 from serving.wire.stubs import load_externalscaler
@@ -102,7 +108,10 @@ class ExternalScalerServicer:
 
     def _workload(self, ref: Any) -> str:
         workload = workload_from_metadata(ref.scalerMetadata)
-        self.runtime.store.current.state(workload)  # NOT_FOUND for unknown names
+        snapshot = self.runtime.store.current
+        if workload not in snapshot.states:
+            # The caller is authenticated (see _authenticate): it may see the configured names.
+            raise UnknownWorkloadError.of(workload, snapshot.workloads)
         return workload
 
     @staticmethod
@@ -110,7 +119,7 @@ class ExternalScalerServicer:
         key = ref.scalerMetadata.get("metric", "desired_replicas").strip() or "desired_replicas"
         if key not in _METRICS:
             raise MetadataError(
-                f"trigger metadata `metric` must be one of {sorted(_METRICS)}, got {key!r}"
+                f"trigger metadata `metric` must be one of {sorted(_METRICS)}, got {shown(key)}"
             )
         return _METRICS[key]
 
@@ -123,7 +132,7 @@ class ExternalScalerServicer:
             value = math.nan
         if not (math.isfinite(value) and value >= 0):
             raise MetadataError(
-                f"trigger metadata `activationThreshold` must be a number >= 0, got {text!r}"
+                f"trigger metadata `activationThreshold` must be a number >= 0, got {shown(text)}"
             )
         return value
 
@@ -190,7 +199,7 @@ class ExternalScalerServicer:
             name = request.metricName or self._metric(ref)
             if name not in _METRICS.values():
                 raise UnknownMetricError(
-                    f"unknown metric {name!r}; served metrics: {', '.join(_METRICS.values())}",
+                    f"unknown metric {shown(name)}; served metrics: {', '.join(_METRICS.values())}",
                     metric=name,
                 )
             forecast = self.runtime.forecast(workload, api="grpc")

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Header, Response
 
 from serving.api.runtime import Authorized, CurrentSnapshot, Runtime, RuntimeDep
 from serving.engine.snapshot import WorkloadForecast, WorkloadStatus
+from serving.exceptions import UnknownWorkloadError
 from serving.wire import k8s, replies
 
 __all__ = ["forecast_document", "forecast_reply", "router"]
@@ -46,7 +47,11 @@ def forecast_reply(runtime: Runtime, name: str, authorization: str | None) -> by
     body = runtime.store.encoded.keda(name, datetime.now(UTC))
     if body is not None:
         return body
-    forecast = runtime.forecast(name, api="keda")
+    try:
+        forecast = runtime.forecast(name, api="keda")
+    except UnknownWorkloadError:
+        # Authenticated above: the caller may see the configured names.
+        raise UnknownWorkloadError.of(name, runtime.store.current.workloads) from None
     status = runtime.store.current.status(name)
     return k8s.encode_json(forecast_document(forecast, status))
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from forecaster.exceptions import SHOWN_CHARS, shown
 from serving.exceptions import ServingError, UnknownMetricError, UnknownWorkloadError
 from serving.wire.quantity import format_quantity
 
@@ -180,7 +181,8 @@ def check_metric(metric: str, namespace: str) -> None:
     """
     if metric not in EXTERNAL_METRICS:
         raise UnknownMetricError(
-            f"the server could not find the metric {metric} for namespace {namespace}; "
+            f"the server could not find the metric {shown(metric)} for namespace "
+            f"{shown(namespace)}; "
             f"served metrics: {', '.join(EXTERNAL_METRICS)}",
             metric=metric,
         )
@@ -379,9 +381,9 @@ def status_from_error(exc: BaseException) -> tuple[int, JSONDict]:
     if code not in STATUS_REASONS or code == 500:
         return 500, status_body(500, "Internal error occurred: see the prewarm server log")
     if isinstance(exc, UnknownMetricError):
-        return code, status_body(code, str(exc), name=exc.metric, group=GROUP)
+        return code, status_body(code, str(exc), name=exc.metric[:SHOWN_CHARS], group=GROUP)
     if isinstance(exc, UnknownWorkloadError):
-        return code, status_body(code, str(exc), name=exc.workload)
+        return code, status_body(code, str(exc), name=exc.workload[:SHOWN_CHARS])
     return code, status_body(code, str(exc))
 
 

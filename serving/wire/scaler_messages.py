@@ -27,6 +27,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from forecaster.exceptions import shown
 from serving.exceptions import MetadataError, QuantityError
 
 __all__ = ["WORKLOAD_KEY", "metric_spec", "metric_value", "workload_from_metadata"]
@@ -68,10 +69,10 @@ def workload_from_metadata(metadata: Mapping[str, str], *, key: str = WORKLOAD_K
     """
     workload = metadata.get(key, "").strip()
     if not workload:
-        present = ", ".join(sorted(metadata)) or "none"
+        present = shown(", ".join(sorted(metadata)) or "none")
         raise MetadataError(
             f"trigger metadata must set `{key}` to a workload name, got "
-            f"{metadata.get(key)!r} (keys present: {present})"
+            f"{shown(metadata.get(key))} (keys present: {present})"
         )
     return workload
 

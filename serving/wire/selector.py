@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from urllib.parse import parse_qs
 
+from forecaster.exceptions import shown
 from serving.exceptions import SelectorError
 
 __all__ = [
@@ -196,7 +197,7 @@ class _Parser:
 
     def error(self, message: str, pos: int) -> SelectorError:
         return SelectorError(
-            f"malformed label selector {self.text!r}: {message} at position {pos}",
+            f"malformed label selector {shown(self.text)}: {message} at position {pos}",
             selector=self.text,
             position=pos,
         )
@@ -276,7 +277,7 @@ class _Parser:
         if operator in _NUMERIC_OPERATORS:
             if _INT64_RE.fullmatch(token.text) is None or not (-(2**63) <= int(token.text) < 2**63):
                 raise self.error(
-                    f"operator {op_token.text!r} needs an integer value, got {token.text!r}",
+                    f"operator {op_token.text!r} needs an integer value, got {shown(token.text)}",
                     token.pos,
                 )
         else:
@@ -329,12 +330,12 @@ class _Parser:
                 "starting and ending with an alphanumeric"
             )
         if problem is not None:
-            raise self.error(f"invalid label key {token.text!r} ({problem})", token.pos)
+            raise self.error(f"invalid label key {shown(token.text)} ({problem})", token.pos)
 
     def check_value(self, token: _Token) -> None:
         if len(token.text) > 63 or _NAME_RE.fullmatch(token.text) is None:
             raise self.error(
-                f"invalid label value {token.text!r} (at most 63 characters of "
+                f"invalid label value {shown(token.text)} (at most 63 characters of "
                 "[A-Za-z0-9-_.], starting and ending with an alphanumeric)",
                 token.pos,
             )
@@ -409,7 +410,7 @@ def selector_from_query(query: str, param: str = "labelSelector") -> Selector:
         values = parse_qs(query, keep_blank_values=True, errors="strict").get(param, [])
     except UnicodeDecodeError as exc:
         raise SelectorError(
-            f"malformed label selector in query {query!r}: percent-escapes are not UTF-8",
+            f"malformed label selector in query {shown(query)}: percent-escapes are not UTF-8",
             selector=query,
         ) from exc
     return parse_selector(values[0] if values else "")
@@ -458,11 +459,12 @@ def workload_from_selector(selector: Selector | str, *, label: str = WORKLOAD_LA
     hint = f"use labelSelector={label}=NAME"
     if not on_label:
         raise SelectorError(
-            f"label selector {text!r} does not name a workload: {hint}", selector=text
+            f"label selector {shown(text)} does not name a workload: {hint}", selector=text
         )
     if len(on_label) > 1:
         raise SelectorError(
-            f"label selector {text!r} has {len(on_label)} requirements on {label!r}; {hint} once",
+            f"label selector {shown(text)} has {len(on_label)} requirements on {label!r}; "
+            f"{hint} once",
             selector=text,
         )
     (requirement,) = on_label
@@ -477,7 +479,8 @@ def workload_from_selector(selector: Selector | str, *, label: str = WORKLOAD_LA
     )
     if not pins_one or requirement.values[0] == "":
         raise SelectorError(
-            f"label selector {text!r} must pin one workload, but {str(requirement)!r} does "
+            f"label selector {shown(text)} must pin one workload, but {shown(str(requirement))} "
+            "does "
             f"not: {hint}",
             selector=text,
         )

@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from serving.api.app import create_app, uvicorn_config
+from serving.api.grpc_server import MAX_MESSAGE_BYTES
 from serving.api.runtime import ServingComponents
 from serving.settings import ServingSettings
 from serving.wire.scaler_messages import metric_spec, metric_value
@@ -196,3 +197,53 @@ def test_mutual_tls_refuses_other_clients_even_with_the_token(
         stub.IsActive(_ref(pb2), timeout=5, metadata=BEARER)
     # The handshake fails: the call never reaches the servicer.
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+# -- bounded error texts --------------------------------------------------------------------
+def _refused(call: Any) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    return caught.value
+
+
+def test_a_100kb_workload_name_answers_not_found_with_a_bounded_text(plain: Any) -> None:
+    pb2, stub = plain
+    error = _refused(lambda: stub.IsActive(_ref(pb2, "w" * 100_000), timeout=5, metadata=BEARER))
+    assert error.code() == grpc.StatusCode.NOT_FOUND
+    details = error.details() or ""
+    assert len(details) < 400
+    # The caller is authenticated: it may see the configured names.
+    assert "configured workloads: chat" in details
+
+
+@pytest.mark.parametrize(
+    ("metadata", "metric", "code"),
+    [
+        ({"workload": "chat", "metric": "m" * 100_000}, "", grpc.StatusCode.INVALID_ARGUMENT),
+        ({"workload": "chat", "activationThreshold": "9" * 100_000}, "", None),
+        ({"workload": "chat"}, "m" * 100_000, grpc.StatusCode.NOT_FOUND),
+        ({"x" * 1000 + str(i): "v" for i in range(50)}, "", grpc.StatusCode.INVALID_ARGUMENT),
+    ],
+    ids=["metric-key", "threshold", "metric-name", "many-keys"],
+)
+def test_bad_metadata_answers_a_bounded_text(
+    plain: Any, metadata: dict[str, str], metric: str, code: Any
+) -> None:
+    pb2, stub = plain
+    ref = pb2.ScaledObjectRef(name="so", scalerMetadata=metadata)
+    request = pb2.GetMetricsRequest(scaledObjectRef=ref, metricName=metric)
+    if code is None:  # a threshold is read by IsActive
+        error = _refused(lambda: stub.IsActive(ref, timeout=5, metadata=BEARER))
+        code = grpc.StatusCode.INVALID_ARGUMENT
+    else:
+        error = _refused(lambda: stub.GetMetrics(request, timeout=5, metadata=BEARER))
+    assert error.code() == code
+    assert len(error.details() or "") < 400
+
+
+def test_a_message_over_the_limit_is_refused_before_it_is_read(plain: Any) -> None:
+    pb2, stub = plain
+    error = _refused(
+        lambda: stub.IsActive(_ref(pb2, "w" * (MAX_MESSAGE_BYTES + 1)), timeout=5, metadata=BEARER)
+    )
+    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED

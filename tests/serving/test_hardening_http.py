@@ -110,3 +110,52 @@ def test_a_selector_at_the_limit_is_still_read(
     # The second request is answered from the cache.
     assert http.get(METRIC, params={"labelSelector": text}).status_code == 200
     assert parses.made == 1
+
+
+# -- bounded error texts, names shown only to authenticated callers --------------------------
+BOUND = 400
+"""Longest error message accepted: the fixed text plus at most ~100 characters of input."""
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "code"),
+    [
+        (f"{GROUP}/namespaces/default/{'m' * 50_000}", {"labelSelector": "workload=chat"}, 404),
+        (f"{GROUP}/namespaces/{'n' * 50_000}/nope", {"labelSelector": "workload=chat"}, 404),
+        (METRIC, {"labelSelector": "workload=" + "w" * 4000}, 400),
+        (METRIC, {"labelSelector": "workload in (" + "a," * 1900 + "b"}, 400),
+        (METRIC, {"labelSelector": "workload!=" + "x" * 60 + ",app=" + "y" * 3000}, 400),
+    ],
+    ids=["metric-name", "namespace", "long-value", "unclosed-set", "no-pin"],
+)
+def test_error_texts_echo_a_bounded_part_of_the_input(
+    http: httpx.Client, path: str, params: dict[str, str], code: int
+) -> None:
+    body = _status(http.get(path, params=params), code)
+    assert len(body["message"]) < BOUND, body["message"][:500]
+    assert len(body.get("details", {}).get("name", "")) <= 100
+
+
+def test_keda_and_explain_404_of_a_huge_name_is_bounded_and_lists_the_workloads(
+    http: httpx.Client,
+) -> None:
+    name = "w" * 50_000
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    for path in (f"/v1/workloads/{name}/forecast", f"/v1/workloads/{name}/explain"):
+        body = _status(http.get(path, headers=headers), 404)
+        assert len(body["message"]) < BOUND, body["message"][:500]
+        assert "chat" in body["message"] and "embed" in body["message"]
+        assert len(body["details"]["name"]) <= 100
+
+
+def test_an_unknown_workload_is_listed_only_to_a_caller_with_the_token(
+    http: httpx.Client,
+) -> None:
+    params = {"labelSelector": "workload=nope"}
+    anonymous = _status(http.get(METRIC, params=params), 404)["message"]
+    assert "'nope'" in anonymous
+    assert "chat" not in anonymous and "embed" not in anonymous
+    wrong = http.get(METRIC, params=params, headers={"Authorization": "Bearer guess"})
+    assert "chat" not in _status(wrong, 404)["message"]
+    right = http.get(METRIC, params=params, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert "configured workloads: chat, embed" in _status(right, 404)["message"]
