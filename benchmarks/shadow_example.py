@@ -5,8 +5,9 @@ Two workloads are made from traces of the data folder: ``google-cpu``
 ``cpu_usage``), their last ten days, scaled so the 99th percentile needs 20 replicas, moved
 onto a grid ending at 2026-01-01T00:00Z. There is no real cluster here, so the "actual"
 replicas are the project's own reactive HPA (the backtest's ``reactive`` policy at the
-config's settings) run on each demand through the simulator, sampled per 5-minute cell as
-kube-state-metrics' ``kube_deployment_status_replicas`` (and ``..._available``) would be.
+config's settings) run on each demand through the simulator, recorded every 15 s as
+kube-state-metrics' ``kube_deployment_status_replicas`` (and ``..._available``) scraped at
+that interval would record them.
 All of it is backfilled with ``promtool`` into a fresh Prometheus
 (:mod:`tests.integration.prometheus`), a champion is trained on the eight days before the
 last two, and ``prewarm shadow-report --since 2d`` replays it over those two days.
@@ -37,7 +38,7 @@ if __name__ == "__main__" and not __package__:
 
 from click.testing import CliRunner
 
-from forecaster.backtest.shadow import recorded_replicas
+from forecaster.backtest.shadow import recorded_replicas, sim_step_for
 from forecaster.frame import infer_step, regularize
 from prewarm.cli import cli
 from tests.integration.prometheus import Gauge, PrometheusServer, backfill, find_binaries
@@ -48,6 +49,7 @@ from training.sources.file import read_series
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 PNG = Path(__file__).resolve().parents[1] / "docs" / "shadow-report.png"
 STEP = 300
+SIM = sim_step_for(STEP)  # the replicas' recording interval: the simulation step
 END = 1_767_225_600  # 2026-01-01T00:00:00Z
 DAYS, SHADOW_DAYS = 10, 2
 CELLS = DAYS * 86400 // STEP
@@ -92,8 +94,8 @@ def config_document(root: Path, url: str, capacity: dict[str, float]) -> dict[st
     }  # fmt: skip
 
 
-def points(values: np.ndarray) -> list[tuple[float, float]]:
-    return [(float(START + i * STEP), float(v)) for i, v in enumerate(values)]
+def points(values: np.ndarray, step: float = STEP) -> list[tuple[float, float]]:
+    return [(float(START + i * step), float(v)) for i, v in enumerate(values)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,9 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         families = [
             Gauge("demand", [({"workload": n}, points(v)) for n, v in series.items()]),
             Gauge("kube_deployment_status_replicas",
-                  [({"deployment": n}, points(f[0])) for n, f in fleets.items()]),
+                  [({"deployment": n}, points(f[0], SIM)) for n, f in fleets.items()]),
             Gauge("kube_deployment_status_replicas_available",
-                  [({"deployment": n}, points(f[1])) for n, f in fleets.items()]),
+                  [({"deployment": n}, points(f[1], SIM)) for n, f in fleets.items()]),
         ]  # fmt: skip
         backfill(binaries, families, root / "data")
         with PrometheusServer(binaries, root / "data").start() as server:

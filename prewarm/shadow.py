@@ -1,14 +1,17 @@
 """``prewarm shadow-report``: the champion replayed over a past period of the cluster's own
 Prometheus data, against what the cluster really ran.
 
-Per workload it pulls, over ``[until - since, until)`` on the model's grid, the demand (plus
-the model's context before the period: ``history_cells_needed`` cells), the replicas the
-cluster ran (the workload's ``replicas`` query) and, when configured, the ready ones
-(``ready_replicas``). The champion forecasts every origin of the period in one batched
-predict, each origin from the cells at or before it only (the model's contract) and with no
-refit; its asks, the actual fleet and the hybrid fleet are scored by
-:mod:`forecaster.backtest.shadow`. A workload without a ``replicas`` query is compared with
-the backtest's reactive HPA at its registered policy settings, and the report says so.
+Per workload it pulls, over ``[until - since, until)``, the demand on the model's grid (plus
+the model's context before the period: ``history_cells_needed`` cells), and per simulation
+step (15 s) the replicas the cluster ran (the workload's ``replicas`` query), when
+configured the ready ones (``ready_replicas``) and the asks ``prewarm serve --shadow``
+recorded (``--asks-query``). The champion forecasts every origin of the period in one
+batched predict, each origin from the cells at or before it only (the model's contract) and
+with no refit: the backtest's observation of the period with the champion's forecasts. The
+actual fleet and the hybrid fleet are scored by :mod:`forecaster.backtest.shadow`, from the
+recorded asks when they cover the period and from the replayed ones otherwise. A workload
+without a ``replicas`` query is compared with the backtest's reactive HPA at its registered
+policy settings. The report says which of each it used.
 
 Exit codes are those of ``prewarm train``: 2 for a bad configuration or option (the message
 names it and its value), 3 for a data-source failure (the workload and the query named), 1
@@ -21,7 +24,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 import numpy as np
@@ -90,10 +93,44 @@ def period_of(since: int, until: pd.Timestamp | None, step: int, clock: Clock) -
     return Period(end - pd.Timedelta(seconds=since), end, step)
 
 
+ASKS_QUERY = 'prewarm_desired_replicas{workload="{workload}"}'
+PLACEHOLDER = "{workload}"
+
+
+def check_asks_query(template: str) -> str:
+    """``template`` when it is empty (no recorded asks: they are replayed) or holds
+    :data:`PLACEHOLDER`.
+
+    Raises
+    ------
+    ConfigError
+        A template without the placeholder: every workload would read the same series.
+    """
+    from forecaster.exceptions import ConfigError, shown
+
+    if template and PLACEHOLDER not in template:
+        raise ConfigError(
+            f"`--asks-query` must contain the {PLACEHOLDER} placeholder (or be empty to "
+            f"replay the asks), got {shown(template)}"
+        )
+    return template
+
+
+def asks_query_for(template: str, workload: str) -> str | None:
+    """The recorded-asks query of ``workload``: ``template`` with :data:`PLACEHOLDER`
+    replaced (plainly: PromQL has braces of its own); ``None`` for an empty template."""
+    return check_asks_query(template).replace(PLACEHOLDER, workload) or None
+
+
 def replay_workloads(
-    config: TrainConfig, loaded: LoadedModel, source: HistorySource, period: Period
+    config: TrainConfig,
+    loaded: LoadedModel,
+    source: HistorySource,
+    period: Period,
+    asks_query: str = ASKS_QUERY,
 ) -> dict[str, WorkloadShadow]:
-    """Pull, forecast and replay every workload of ``config`` over ``period``."""
+    """Pull, forecast and replay every workload of ``config`` over ``period``; each
+    workload's recorded asks are read with ``asks_query`` (see :func:`asks_query_for`)."""
     model = loaded.model
     unknown = [w.name for w in config.workloads if w.name not in model.policies]
     if unknown:
@@ -103,6 +140,7 @@ def replay_workloads(
             f"workloads {unknown} are not in the champion ({loaded.name} v{loaded.version} "
             f"plans {list(model.workloads)}): train it with them first"
         )
+    queries = {w.name: asks_query_for(asks_query, w.name) for w in config.workloads}
     context = model.history_cells_needed + 1
     first = period.start - pd.Timedelta(seconds=context * period.step)
     last = period.end - pd.Timedelta(seconds=period.step)  # the period's last cell
@@ -116,10 +154,9 @@ def replay_workloads(
     forecasts = _forecasts(loaded, history, context)
     out = {}
     for workload in config.workloads:
-        fleet = _fleet(source, workload, period)
         out[workload.name] = _replay_one(
-            workload, model.policies[workload.name], history, forecasts[workload.name],
-            fleet, context, config.evaluation.seed,
+            source, workload, model.policies[workload.name], history, forecasts[workload.name],
+            period, queries[workload.name], config.evaluation.seed,
         )  # fmt: skip
     return out
 
@@ -157,68 +194,111 @@ class _Fleet:
     notes: tuple[str, ...]
 
 
-def _fleet(source: HistorySource, workload: WorkloadConfig, period: Period) -> _Fleet:
-    """The measured replicas (and ready ones) per cell of the period, or nothing without a
-    ``replicas`` query. Missing cells take the last count measured before them (a count
-    holds until it changes)."""
+def _steps(source: HistorySource, workload: str, query: str, period: Period, step: float) -> Any:
+    """``query``'s values per simulation step of the period (NaN where none)."""
+    last = period.end - pd.Timedelta(seconds=step)
+    fetched = source.fetch({workload: query}, period.start, last, int(step))
+    return pd.Series(fetched.frame["value"].to_numpy(dtype=float))
+
+
+def _fleet(source: HistorySource, workload: WorkloadConfig, period: Period, step: float) -> _Fleet:
+    """The measured replicas (and ready ones) per simulation step of the period, or nothing
+    without a ``replicas`` query. They are read at the simulation step, not the model's
+    grid, so a scale-up shows when the HPA made it (at the scrape resolution of the series).
+    Missing steps take the last count measured before them (a count holds until it
+    changes)."""
     if workload.replicas is None:
         return _Fleet(None, None, ("no `replicas` query: compared with the simulated reactive "
                                    "HPA at the registered policy settings",))  # fmt: skip
     queries = {"replicas": workload.replicas, "ready_replicas": workload.ready_replicas}
     series, notes = {}, []
-    last = period.end - pd.Timedelta(seconds=period.step)
     for field, query in queries.items():
         if query is None:
             continue
-        fetched = source.fetch({workload.name: query}, period.start, last, period.step)
-        values = pd.Series(fetched.frame["value"].to_numpy(dtype=float))
+        values = _steps(source, workload.name, query, period, step)
         missing = int(values.isna().sum())
         if missing:
             notes.append(
-                f"`{field}`: {missing} of {len(values)} cells missing, the last count held"
+                f"`{field}`: {missing} of {len(values)} steps missing, the last count held"
             )
         series[field] = values.ffill().bfill().round().to_numpy()
     return _Fleet(series["replicas"], series.get("ready_replicas"), tuple(notes))
 
 
+@dataclass(frozen=True)
+class _Asks:
+    values: np.ndarray | None
+    query: str | None
+
+
+def _recorded_asks(
+    source: HistorySource, workload: str, query: str | None, period: Period, step: float
+) -> _Asks:
+    """The asks ``serve --shadow`` recorded per simulation step (NaN where none), or none
+    when the query is disabled or Prometheus holds no such series."""
+    from training.exceptions import NoSeriesError
+
+    if query is None:
+        return _Asks(None, None)
+    try:
+        return _Asks(_steps(source, workload, query, period, step).to_numpy(), query)
+    except NoSeriesError:
+        return _Asks(None, query)
+
+
+def _asks_note(result: ShadowResult, asks: _Asks) -> str:
+    """Which asks the hybrid fleet was built from, and why."""
+    from forecaster.backtest.shadow import ASKS_COVERAGE
+    from forecaster.exceptions import shown
+
+    share = f"{result.asks_coverage:.1%} of the period's steps"
+    if result.asks_source == "recorded":
+        return f"asks: recorded by serve --shadow ({shown(asks.query or '')}), {share}"
+    if asks.query is None:
+        return "asks: replayed from the champion (no recorded-asks query)"
+    if asks.values is None:
+        return f"asks: replayed from the champion, none recorded ({shown(asks.query)})"
+    return (f"asks: replayed from the champion, the recorded ones cover {share} "
+            f"(< {ASKS_COVERAGE:.0%})")  # fmt: skip
+
+
 def _replay_one(
+    source: HistorySource,
     workload: WorkloadConfig,
     policy: WorkloadPolicy,
     history: FetchedHistory,
     forecast: QuantileForecast,
-    fleet: _Fleet,
-    context: int,
+    period: Period,
+    asks_query: str | None,
     seed: int,
 ) -> WorkloadShadow:
-    from forecaster.backtest.shadow import (
-        asks_per_origin,
-        online_accuracy,
-        reactive_fleet,
-        replay,
-    )
+    """One workload's replay: its demand as the backtest observes it (the context before
+    the period, the champion's forecasts), its fleet and its recorded asks."""
+    from forecaster.backtest.run import observe
+    from forecaster.backtest.shadow import online_accuracy, replay, sim_step_for
+    from forecaster.exceptions import DataValidationError
 
     frame = history.frame
     raw = frame.loc[frame["series"] == workload.name, "value"].to_numpy(dtype=float)
-    notes = list(fleet.notes)
+    context = len(raw) - period.cells
+    notes = []
     gaps = int(np.isnan(raw[context:]).sum())
     if gaps:
         notes.append(f"demand: {gaps} cells of the period missing, replayed interpolated")
-    demand = pd.Series(raw).interpolate(limit_direction="both").fillna(0.0).to_numpy()
-    # The ask in force during cell k is the one of origin k - 1 (the latest cell observed).
-    asks = asks_per_origin(forecast, policy, history.step)[context - 1 : -1]
-    if fleet.replicas is None:
-        simulated = reactive_fleet(demand, context, history.step, policy)
-        result = replay(demand[context:], history.step, policy, asks, simulated,
-                        measured=False, seed=seed)  # fmt: skip
-    else:
-        result = replay(demand[context:], history.step, policy, asks, fleet.replicas,
-                        fleet.ready, seed=seed)  # fmt: skip
+    sim_step = sim_step_for(period.step)
+    obs = observe(raw, period.step, context, policy.spec, forecast=forecast, sim_step=sim_step)
+    fleet = _fleet(source, workload, period, sim_step)
+    asks = _recorded_asks(source, workload.name, asks_query, period, sim_step)
+    try:
+        result = replay(obs, policy, fleet.replicas, fleet.ready, asks=asks.values, seed=seed)
+    except DataValidationError as exc:  # a recorded series the replay cannot read
+        raise DataValidationError(f"workload {workload.name!r}: {exc}") from exc
     return WorkloadShadow(
         name=workload.name,
         result=result,
-        accuracy=online_accuracy(raw, forecast, policy, history.step),
+        accuracy=online_accuracy(raw, forecast, policy, period.step),
         spec=policy.spec,
-        notes=tuple(notes),
+        notes=(*fleet.notes, *notes, _asks_note(result, asks)),
     )
 
 
@@ -252,6 +332,14 @@ def _replay_one(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the JSON document here.",
 )
+@click.option(
+    "--asks-query",
+    default=ASKS_QUERY,
+    show_default=True,
+    help="PromQL of the asks `prewarm serve --shadow` recorded, {workload} standing for the "
+    "workload's name; used when it covers 95% of the period, else the asks are replayed. "
+    "Empty: always replay.",
+)
 @tracking_uri_option()
 @log_level_option(default="WARNING")
 def shadow_report(
@@ -260,18 +348,22 @@ def shadow_report(
     until: str | None,
     out_dir: Path,
     json_path: Path | None,
+    asks_query: str,
     tracking_uri: str | None,
     log_level: str,
 ) -> None:
     """Replay the champion over a past period and compare it with what the cluster ran.
 
-    Actual replica-hours, cost and estimated unserved work against the hybrid fleet's
-    (prewarm's asks combined with the HPA's replicas by max, with the cold start), the hours
-    where prewarm would have added capacity the HPA lacked, and the online forecast
-    accuracy. Nothing is scaled: it only reads Prometheus and the MLflow registry.
+    Actual replica-hours, cost and estimated unserved work against the hybrid fleet's (the
+    HPA reading prewarm's asks beside its own metrics: the HPA model on the asks, combined
+    with the replicas the cluster ran by max, with the cold start), the hours where prewarm
+    would have added capacity the HPA lacked, and the online forecast accuracy. The asks are
+    those `serve --shadow` recorded when Prometheus holds them, else replayed from the
+    champion; the report says which. Nothing is scaled: it only reads Prometheus and the
+    MLflow registry.
     """
     configure_logging(log_level)
-    run(config_path, since, until, out_dir, json_path, tracking_uri, wall_clock)
+    run(config_path, since, until, out_dir, json_path, tracking_uri, wall_clock, asks_query)
 
 
 def run(
@@ -282,6 +374,7 @@ def run(
     json_path: Path | None,
     tracking_uri: str | None,
     clock: Clock,
+    asks_query: str = ASKS_QUERY,
 ) -> None:
     """The command's body, with the clock that sets the default end of the period."""
     from forecaster.exceptions import ConfigError, DataValidationError, PrewarmError
@@ -290,11 +383,12 @@ def run(
 
     try:
         config, seconds, end = _inputs(config_path, since, until)
+        check_asks_query(asks_query)
         loaded = _champion(config, tracking_uri)
         period = period_of(seconds, end, loaded.step, clock)
         source = _source(config)
         try:
-            shadows = replay_workloads(config, loaded, source, period)
+            shadows = replay_workloads(config, loaded, source, period, asks_query)
         finally:
             source.close()
     except (SourceError, DataValidationError) as exc:
@@ -355,4 +449,13 @@ def _fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-__all__ = ["Period", "WorkloadShadow", "period_of", "replay_workloads", "shadow_report"]
+__all__ = [
+    "ASKS_QUERY",
+    "Period",
+    "WorkloadShadow",
+    "asks_query_for",
+    "check_asks_query",
+    "period_of",
+    "replay_workloads",
+    "shadow_report",
+]

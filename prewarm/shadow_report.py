@@ -12,6 +12,8 @@ The JSON document::
          "saved_replica_hours", "saved_cost",        # actual minus prewarm
          "unserved_fraction": {"actual", "prewarm"},
          "added_hours", "idle_hours",                # see forecaster.backtest.shadow
+         "asks_source": "recorded" | "replayed",    # the asks the hybrid fleet read
+         "asks_coverage",                            # share of the steps recorded
          "quantile", "horizon_seconds", "coverage", "pinball", "notes": [...]}},
      "total": {"actual": {...}, "prewarm": {...}, "saved_replica_hours", "saved_cost",
                "unserved_fraction": {...}, "added_hours", "idle_hours"}}
@@ -66,6 +68,8 @@ def _workload(shadow: WorkloadShadow, slo: float) -> dict[str, Any]:
         **_differences(actual, prewarm),
         "added_hours": result.added_hours,
         "idle_hours": result.idle_hours,
+        "asks_source": result.asks_source,
+        "asks_coverage": result.asks_coverage,
         "quantile": accuracy.quantile,
         "horizon_seconds": accuracy.horizon_seconds,
         "coverage": accuracy.coverage,
@@ -125,6 +129,7 @@ def to_json(shadows: Mapping[str, WorkloadShadow], period: Period, model: str) -
 
 # Table columns: header, the value as text from a workload's (or the total's) entry.
 COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("asks", lambda row: row.get("asks_source", "-")),
     ("actual\nreplica h", lambda row: f"{row['actual']['replica_hours']:,.1f}"),
     ("prewarm\nreplica h", lambda row: f"{row['prewarm']['replica_hours']:,.1f}"),
     ("saved\ncost", lambda row: f"{row['saved_cost']:+,.1f}"),
@@ -157,7 +162,7 @@ def table(document: Mapping[str, Any]) -> tables.TableSpec:
         headers=tuple(header for header, _ in COLUMNS),
         rows=rows,
         notes=notes,
-        left=(),
+        left=("asks",),
     )
 
 
@@ -233,8 +238,11 @@ def markdown(document: Mapping[str, Any]) -> str:
         "",
         "*actual*: what the cluster ran (its measured replicas, unserved work estimated from "
         "the demand against the ready ones); a workload without a `replicas` query is the "
-        f"{SIMULATED} at its registered settings instead. *prewarm*: the hybrid fleet, "
-        "max(prewarm's asks, the actual replicas), with the cold start. *added h*: hours the "
+        f"{SIMULATED} at its registered settings instead. *asks*: where prewarm's asks come "
+        "from, *recorded* by `serve --shadow` (used when they cover 95% of the period) or "
+        "*replayed* from the champion. *prewarm*: the hybrid fleet, the HPA reading prewarm's "
+        "asks beside its own metrics: max(the HPA model on the asks, the actual replicas), "
+        "with the cold start. *added h*: hours the "
         "actual fleet dropped work while the hybrid fleet had more replicas ready. *idle h*: "
         "hours prewarm asked for fewer replicas than ran, enough for the demand, while nothing "
         "was dropped (the hybrid fleet keeps them: room, not a saving counted above). "

@@ -13,6 +13,10 @@ class HistoryFetchError(SourceError):
     """A query to a remote source failed; the message names the workload and the query."""
 
 
+class NoSeriesError(HistoryFetchError):
+    """A query answered, but with no series over the whole range (nothing recorded)."""
+
+
 class HistoryValidationError(SourceError):
     """The history arrived but cannot train a model: too short, too gappy, flat or dead.
 

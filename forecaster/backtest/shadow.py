@@ -1,22 +1,41 @@
 """Shadow replay: what a fleet really ran against the hybrid fleet prewarm would have run.
 
-Inputs are per data cell over the shadow period (cell ``k`` covers
-``[k * step, (k + 1) * step)`` from the period's start): the demand rate, the replicas the
-cluster ran and, when known, how many of them were ready; and prewarm's ask per forecast
-origin. Everything is replayed through the backtest's simulator (:func:`simulate`) at its
-step, so both fleets are scored with the same FIFO queue and SLO deadline.
+The replay reads an :class:`~forecaster.policies.Observation` as the backtest builds it
+(:func:`forecaster.backtest.run.observe`): the demand per data cell with the model's
+context before the period (``obs.start`` is the period's first cell) and the champion's
+forecasts, rows aligned to the cells. Fleets are per simulation step of the period
+(``obs.sim_step``): the replicas the cluster ran and, when known, how many were ready, and
+prewarm's asks when ``prewarm serve --shadow`` recorded them. Everything is replayed
+through the backtest's simulator (:func:`simulate`) at that step, so both fleets are scored
+with the same FIFO queue and SLO deadline.
 
 - **actual**: the measured replicas are billed as they were; the queue is served by the
   measured *ready* replicas (the replicas when ready is unknown) as an already-ready fleet
   (no cold start is simulated on top of measured readiness). Without measured replicas the
   actual fleet is the backtest's reactive HPA at the workload's policy settings, simulated
   with the cold start (:func:`reactive_fleet`).
-- **prewarm** (the hybrid fleet): per simulation step ``max(asks, actual replicas)``, the
-  HPA taking the larger of prewarm's metric and its own proposal, simulated with the
-  workload's cold start. The ask in force during data cell ``k`` is the one of origin
-  ``k - 1``, the latest cell observed (as in the backtest), and an ask is kept for the HPA's
-  scale-down stabilization window (the largest ask of the last 300 s, Kubernetes' default),
-  as the HPA keeps any metric's recommendation; its scale-up rate limits are not applied.
+- **prewarm** (the hybrid fleet): what an HPA reading prewarm's metric beside its own runs,
+  ``max(forecast path, actual replicas)`` per step, simulated with the workload's cold
+  start. The HPA takes the largest proposal of its metrics, then the highest recommendation
+  of its scale-down stabilization window; a max over metrics commutes with that window's
+  max, so the actual replicas, which already are what the HPA's own metrics made of the
+  window, are its reactive path as they are (fed through the HPA model again they would be
+  held for the window twice). The forecast path is the project's HPA model on prewarm's
+  metric alone (:func:`forecast_path`): the behavior, tolerance and target of the backtest's
+  hybrid (:func:`forecaster.policies.autoscaler.hybrid_policy`). On a cluster the rate
+  limits and the tolerance band apply to the combined count rather than to each path's:
+  the one difference from the backtest's two-metric HPA this composition keeps.
+
+prewarm's metric is, **replayed**, the forecast demand the HPA reads at each of its ticks
+(``prewarm_forecast_demand``: the policy's quantile, largest over its lead window, from the
+latest origin observed) at the target ``capacity_per_replica * forecast_utilization``, as
+``prewarm manifests`` renders it and the backtest simulates it; or, **recorded**, the
+desired replicas ``serve --shadow`` exported (``prewarm_desired_replicas``) at the target 1
+of ``deploy/serving/hpa.yaml``. The recorded asks are used when they cover at least
+:data:`ASKS_COVERAGE` of the period's steps, the steps without a value taking the replayed
+ask; below that the asks are replayed entirely (:func:`recorded_asks`). The two forms differ
+inside the tolerance band: a desired replica count is rounded up before the band is
+applied, so at the default 10 % tolerance it keeps more replicas than the forecast demand.
 
 Two counts of hours say where the fleets differ:
 
@@ -34,44 +53,60 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
-import pandas as pd
 
 from forecaster.backtest.metrics import Metrics, compute_metrics
 from forecaster.backtest.simulator import Trajectory, simulate
 from forecaster.capacity import desired_replicas
 from forecaster.exceptions import DataValidationError
 from forecaster.metrics import coverage, pinball_loss
-from forecaster.policies.autoscaler import DEFAULT_BEHAVIOR, reactive_policy
+from forecaster.policies.autoscaler import hybrid_policy, reactive_policy
 from forecaster.policies.base import Observation, QuantileForecast
-from forecaster.resampling import DEFAULT_SIM_STEP, resample_demand
+from forecaster.policies.hpa import HPAController
+from forecaster.policies.reactive import ExtraMetric
+from forecaster.resampling import DEFAULT_SIM_STEP
 from forecaster.workload import WorkloadPolicy
+
+AsksSource = Literal["recorded", "replayed"]
+# Least share of the period's steps recorded asks must cover to be used instead of the replay.
+ASKS_COVERAGE = 0.95
 
 
 @dataclass(frozen=True)
 class ShadowResult:
-    """One workload's shadow replay, per simulation step of ``step_seconds``.
+    """One workload's shadow replay, per simulation step of ``obs.sim_step``.
 
     Attributes
     ----------
+    observation
+        What was replayed: the demand, the period's start and the forecasts (the same input
+        the backtest's policies read).
     actual, prewarm
         Trajectories of the actual and the hybrid fleet.
     actual_metrics, prewarm_metrics
         Their :class:`Metrics` (prices and SLO of the workload).
     asks
-        prewarm's ask in force at each step, before the stabilization window.
+        prewarm's ask (desired replicas) in force at each step.
+    asks_source
+        ``"recorded"`` (as ``serve --shadow`` exported them) or ``"replayed"``.
+    asks_coverage
+        Share of the steps with a recorded ask (0 when none was recorded).
     measured
         Whether the actual fleet is measured (``False``: the simulated reactive HPA).
     added_hours, idle_hours
         See the module docstring.
     """
 
+    observation: Observation
     actual: Trajectory
     prewarm: Trajectory
     actual_metrics: Metrics
     prewarm_metrics: Metrics
     asks: np.ndarray
+    asks_source: AsksSource
+    asks_coverage: float
     measured: bool
     added_hours: float
     idle_hours: float
@@ -79,52 +114,103 @@ class ShadowResult:
 
 def sim_step_for(data_step: int) -> float:
     """The backtest's 15 s simulation step when it divides ``data_step``, else the data step
-    (measured replicas are held per data cell and must land on whole simulation steps)."""
+    (the fleets are read per simulation step and must land on whole steps of a cell)."""
     return DEFAULT_SIM_STEP if data_step % DEFAULT_SIM_STEP == 0 else float(data_step)
 
 
-def asks_per_origin(forecast: QuantileForecast, policy: WorkloadPolicy, step: int) -> np.ndarray:
-    """prewarm's desired replicas at each origin of ``forecast``, as
-    :func:`forecaster.capacity.plan_capacity` answers them: the largest forecast of the
-    policy's quantile over its lead window, at its forecast utilization, clamped.
+def forecast_demand(forecast: QuantileForecast, policy: WorkloadPolicy, step: int) -> np.ndarray:
+    """prewarm's forecast demand at each origin of ``forecast``, as
+    :func:`forecaster.capacity.plan_capacity` answers it: the largest forecast of the
+    policy's quantile over its lead window, at least 0.
 
-    An origin without a finite forecast asks for ``min_replicas`` (serving would answer the
-    hold error there, and the HPA keeps its own proposal).
+    An origin without a finite forecast gives 0 (serving would answer the hold error there,
+    and the HPA keeps its own proposal).
     """
     first, last = policy.horizon_range(step)
     rate = forecast.window_max(policy.tau, first, last)
+    demand: np.ndarray = np.where(np.isfinite(rate), np.maximum(rate, 0.0), 0.0)
+    return demand
+
+
+def asks_per_origin(forecast: QuantileForecast, policy: WorkloadPolicy, step: int) -> np.ndarray:
+    """prewarm's desired replicas at each origin of ``forecast``: its forecast demand at the
+    forecast utilization, clamped (an origin without a forecast asks for ``min_replicas``)."""
+    return _replicas(forecast_demand(forecast, policy, step), policy)
+
+
+def _replicas(rate: np.ndarray, policy: WorkloadPolicy) -> np.ndarray:
     spec = policy.spec
-    asks: np.ndarray = desired_replicas(
-        np.where(np.isfinite(rate), rate, 0.0),
+    replicas: np.ndarray = desired_replicas(
+        rate,
         capacity_per_replica=spec.capacity_per_replica,
         target_utilization=policy.forecast_u,
         min_replicas=spec.min_replicas,
         max_replicas=spec.max_replicas,
     )
-    return asks
+    return replicas
 
 
-def per_step(cells: np.ndarray, data_step: int, sim_step: float) -> np.ndarray:
-    """Values per data cell held over each simulation step of the cell."""
-    return np.repeat(np.asarray(cells), int(data_step // sim_step))
+def replayed_demand(obs: Observation, policy: WorkloadPolicy, times: np.ndarray) -> np.ndarray:
+    """The forecast demand prewarm serves at ``times``: that of the latest origin observed
+    (as the backtest's forecast policies read it)."""
+    if obs.forecast is None:
+        raise DataValidationError("the shadow replay needs forecasts: `Observation.forecast`")
+    per_origin = forecast_demand(obs.forecast, policy, int(obs.data_step))
+    origins = obs.latest_origin(times)
+    if origins.min() < 0 or origins.max() >= len(per_origin):
+        raise DataValidationError(
+            f"forecasts cover origins 0..{len(per_origin) - 1}, the replay needs "
+            f"{origins.min()}..{origins.max()}"
+        )
+    demand: np.ndarray = per_origin[origins]
+    return demand
 
 
-def stabilized(asks: np.ndarray, sim_step: float) -> np.ndarray:
-    """The largest ask of the HPA's scale-down stabilization window ending at each step."""
-    window = DEFAULT_BEHAVIOR.scale_down.stabilization_window_seconds
-    width = math.floor(window / sim_step) + 1
-    kept = pd.Series(asks).rolling(width, min_periods=1).max()
-    return kept.to_numpy(dtype=int)
+def recorded_asks(
+    recorded: np.ndarray | None, replayed: np.ndarray
+) -> tuple[np.ndarray | None, float]:
+    """The recorded asks to use, steps without a value taking the replayed ask, and the
+    share of steps recorded; ``None`` when they cover less than :data:`ASKS_COVERAGE`."""
+    if recorded is None:
+        return None, 0.0
+    if len(recorded) != len(replayed):
+        raise DataValidationError(
+            f"recorded asks need one value per simulation step ({len(replayed)}), "
+            f"got {len(recorded)}"
+        )
+    present = np.isfinite(recorded)
+    negative = np.flatnonzero(present & (np.nan_to_num(recorded) < 0))
+    if len(negative):
+        raise DataValidationError(
+            f"recorded asks must be replica counts >= 0, got {float(recorded[negative[0]])!r} at "
+            f"simulation step {negative[0]} of the period"
+        )
+    share = float(present.mean()) if len(recorded) else 0.0
+    if share < ASKS_COVERAGE:
+        return None, share
+    asks = np.where(present, np.round(np.where(present, recorded, 0.0)), replayed)
+    return asks.astype(int), share
 
 
-def reactive_fleet(
-    demand: np.ndarray, start: int, data_step: int, policy: WorkloadPolicy
-) -> np.ndarray:
-    """Replicas per simulation step of the backtest's reactive HPA at ``policy``'s settings,
-    over ``demand[start:]`` (the cells before ``start`` are its metric's history)."""
-    obs = Observation(
-        demand, float(data_step), start, policy.spec, sim_step=sim_step_for(data_step)
-    )
+def forecast_path(obs: Observation, policy: WorkloadPolicy, metric: ExtraMetric) -> np.ndarray:
+    """Replicas per simulation step of the backtest's hybrid HPA reading prewarm's metric
+    alone: ``metric`` is its value at each of the HPA's ticks and its ``averageValue``."""
+    hybrid = hybrid_policy(policy)
+    behavior = hybrid.hpa_behavior()
+    spec = policy.spec
+    values, target = metric
+    controller = HPAController(behavior, spec.min_replicas, spec.max_replicas)
+    # A controller that has been running holds its steady-state answer at the start.
+    initial = int(np.clip(math.ceil(values[0] / target - 1e-9), spec.min_replicas,
+                          spec.max_replicas))  # fmt: skip
+    run = controller.run([values], [target], initial)
+    held: np.ndarray = obs.hold_to_steps(run, behavior.sync_period_seconds)
+    return held
+
+
+def reactive_fleet(obs: Observation, policy: WorkloadPolicy) -> np.ndarray:
+    """Replicas per simulation step of the backtest's reactive HPA at ``policy``'s settings
+    over the period of ``obs`` (the cells before ``obs.start`` are its metric's history)."""
     fleet: np.ndarray = reactive_policy(policy).plan(obs)
     return fleet
 
@@ -132,82 +218,90 @@ def reactive_fleet(
 def recorded_replicas(
     demand: np.ndarray, data_step: int, policy: WorkloadPolicy
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Billed and ready replicas per data cell of the backtest's reactive HPA on ``demand``,
-    as kube-state-metrics would record them: the count at each cell's start. Cell 0 is the
-    metric's history; the HPA ran then what it runs at its first decision. Stands in for a
-    cluster's recorded replicas where there is no cluster (tests, examples)."""
+    """Billed and ready replicas per simulation step of the backtest's reactive HPA on
+    ``demand``, from the trace's start, as kube-state-metrics scraped at that step would
+    record them. The first cell is the metric's history: the HPA runs then what it runs at
+    its first decision. Stands in for a cluster's recorded replicas where there is no
+    cluster (tests, examples)."""
     sim = sim_step_for(data_step)
     obs = Observation(demand, float(data_step), 1, policy.spec, sim_step=sim)
     run = simulate(obs.sim_rate, reactive_policy(policy).plan(obs), policy.spec, step_seconds=sim)
-    per_cell = round(data_step / sim)
-    billed = np.concatenate([run.asked[:1], run.asked[::per_cell]])
-    ready = np.concatenate([run.ready[:1], run.ready[::per_cell]])
+    first = round(data_step / sim)
+    billed = np.concatenate([np.repeat(run.asked[:1], first), run.asked])
+    ready = np.concatenate([np.repeat(run.ready[:1], first), run.ready])
     return billed, ready
 
 
 def replay(
-    demand: np.ndarray,
-    data_step: int,
+    obs: Observation,
     policy: WorkloadPolicy,
-    asks: np.ndarray,
-    replicas: np.ndarray,
+    replicas: np.ndarray | None = None,
     ready: np.ndarray | None = None,
     *,
-    measured: bool = True,
+    asks: np.ndarray | None = None,
     seed: int = 0,
 ) -> ShadowResult:
-    """Score the actual fleet and the hybrid fleet on ``demand`` (see the module docstring).
+    """Score the actual fleet and the hybrid fleet over the period of ``obs`` (see the
+    module docstring).
 
     Parameters
     ----------
-    demand
-        Demand rate per data cell of the period (finite, >= 0).
-    data_step
-        Data step in seconds.
+    obs
+        Demand with the model's context before ``obs.start``, and the champion's forecasts.
     policy
-        The workload's registered policy (capacity, cold start, prices, SLO).
-    asks
-        prewarm's ask per data cell: entry ``k`` is in force during cell ``k`` (the ask of
-        origin ``k - 1``).
+        The workload's registered policy (capacity, cold start, prices, SLO, paths).
     replicas, ready
-        With ``measured``, the replicas the cluster ran and those ready, per data cell
-        (``ready`` defaults to ``replicas``). Without, the simulated actual fleet per
-        simulation step (from :func:`reactive_fleet`).
+        The replicas the cluster ran and those ready, per simulation step of the period
+        (``ready`` defaults to ``replicas``); ``None``: the simulated reactive HPA.
+    asks
+        The desired replicas ``serve --shadow`` recorded, per simulation step (NaN where
+        none was); ``None``: replayed from the forecasts.
     seed
         Seed of the cold-start draws.
     """
     spec = policy.spec
-    sim_step = sim_step_for(data_step)
-    rate = resample_demand(demand, data_step, sim_step)
-    asked_cells = [asks] + ([replicas] if measured else [])
-    if any(len(cells) != len(demand) for cells in asked_cells):
+    rate = obs.sim_rate
+    fleets = {"replicas": replicas, "ready": ready, "asks": asks}
+    wrong = {k: len(v) for k, v in fleets.items() if v is not None and len(v) != len(rate)}
+    if wrong:
         raise DataValidationError(
-            f"`asks` and `replicas` need one entry per demand cell ({len(demand)}), got "
-            f"{[len(cells) for cells in asked_cells]}"
+            f"the fleets need one value per simulation step of the period ({len(rate)}), "
+            f"got {wrong}"
         )
-    held_asks = per_step(asks, data_step, sim_step)
-    if measured:
-        billed = per_step(replicas, data_step, sim_step).astype(int)
-        serving = per_step(replicas if ready is None else ready, data_step, sim_step).astype(int)
-        actual = _measured_run(rate, billed, serving, policy, sim_step)
+    hybrid = hybrid_policy(policy)
+    ticks = hybrid.ticks(obs)
+    replayed = _replicas(replayed_demand(obs, policy, obs.step_times()), policy)
+    used, share = recorded_asks(asks, replayed)
+    if used is None:
+        metric = (replayed_demand(obs, policy, ticks), hybrid.forecast_target(spec))
+        held_asks = replayed
     else:
-        billed = np.asarray(replicas, dtype=int)
-        actual = simulate(rate, billed, spec, step_seconds=sim_step, seed=seed)
-    hybrid = simulate(
-        rate, np.maximum(stabilized(held_asks, sim_step), billed), spec,
-        step_seconds=sim_step, seed=seed,
-    )  # fmt: skip
-    hours = sim_step / 3600.0
-    added = (actual.unserved > 0) & (hybrid.ready > actual.ready)
+        tick_steps = np.floor((ticks - obs.start * obs.data_step) / obs.sim_step + 1e-9)
+        metric = (used[tick_steps.astype(int)].astype(float), 1.0)
+        held_asks = used
+    if replicas is None:
+        billed = reactive_fleet(obs, policy)
+        actual = simulate(rate, billed, spec, step_seconds=obs.sim_step, seed=seed)
+    else:
+        billed = np.asarray(replicas).astype(int)
+        serving = np.asarray(replicas if ready is None else ready).astype(int)
+        actual = _measured_run(rate, billed, serving, policy, obs.sim_step)
+    desired = np.maximum(forecast_path(obs, policy, metric), billed)
+    fleet = simulate(rate, desired, spec, step_seconds=obs.sim_step, seed=seed)
+    hours = obs.sim_step / 3600.0
+    added = (actual.unserved > 0) & (fleet.ready > actual.ready)
     idle = (held_asks < billed) & (rate <= held_asks * spec.capacity_per_replica)
     idle &= actual.unserved == 0
     return ShadowResult(
+        observation=obs,
         actual=actual,
-        prewarm=hybrid,
+        prewarm=fleet,
         actual_metrics=compute_metrics(actual, spec),
-        prewarm_metrics=compute_metrics(hybrid, spec),
+        prewarm_metrics=compute_metrics(fleet, spec),
         asks=held_asks,
-        measured=measured,
+        asks_source="replayed" if used is None else "recorded",
+        asks_coverage=share,
+        measured=replicas is not None,
         added_hours=float(np.count_nonzero(added)) * hours,
         idle_hours=float(np.count_nonzero(idle)) * hours,
     )

@@ -43,8 +43,14 @@ def invoke(tmp_path: Path, document: dict[str, Any], *options: str) -> Any:
             "workloads[0] (chat): `ready_replicas` needs a `replicas` query, got "
             "ready_replicas 'ready'",
         ),
+        (
+            {"source": PROMETHEUS, "workloads": [WORKLOAD]},
+            ["--asks-query", "prewarm_desired_replicas"],
+            "`--asks-query` must contain the {workload} placeholder (or be empty to replay the "
+            "asks), got 'prewarm_desired_replicas'",
+        ),
     ],
-    ids=["since", "until", "file-source", "ready-without-replicas"],
+    ids=["since", "until", "file-source", "ready-without-replicas", "asks-query"],
 )
 def test_bad_input_is_refused_naming_it(
     tmp_path: Path, document: dict[str, Any], options: list[str], named: str

@@ -64,7 +64,7 @@ from urllib3.util.retry import Retry
 
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError, shown
-from training.exceptions import HistoryFetchError
+from training.exceptions import HistoryFetchError, NoSeriesError
 from training.redaction import redact
 from training.sources.base import Clock, FetchedHistory, TimeLike, wall_clock
 from training.sources.prometheus_config import PrometheusConfig
@@ -279,7 +279,7 @@ class PrometheusSource:
                 else:
                     non_finite += 1
         if not seen_series:
-            raise HistoryFetchError(
+            raise NoSeriesError(
                 f"Prometheus query for workload {label!r} returned no series between "
                 f"{timestamps[0]} and {timestamps[-1]}: check the metric name, the label "
                 f"matchers and the time range. Query: {shown(query)}"
