@@ -80,7 +80,9 @@ class UnknownWorkloadError(ServingError, LookupError):
         self.workload = workload
 
     @classmethod
-    def of(cls, workload: str, configured: Sequence[str] | None) -> UnknownWorkloadError:
+    def of(
+        cls, workload: str, configured: Sequence[str] | None, *, namespace: str | None = None
+    ) -> UnknownWorkloadError:
         """The error a client is answered: the name echoed bounded, the configured names only
         when the caller may see them.
 
@@ -91,6 +93,8 @@ class UnknownWorkloadError(ServingError, LookupError):
         configured : sequence of str or None
             The configured names, listed (at most 20); None for a caller who may not see
             them (not authenticated while a token is configured).
+        namespace : str or None
+            The namespace it was asked in, when there is one (the External Metrics API).
         """
         if configured is None:
             listed = "the configured workloads are listed to authenticated callers"
@@ -98,7 +102,8 @@ class UnknownWorkloadError(ServingError, LookupError):
             shown_names = ", ".join(configured[:_LISTED_WORKLOADS])
             more = ", ..." if len(configured) > _LISTED_WORKLOADS else ""
             listed = f"configured workloads: {shown_names + more or 'none'}"
-        return cls(f"unknown workload {shown(workload)}; {listed}", workload=workload)
+        where = "" if namespace is None else f" in namespace {shown(namespace)}"
+        return cls(f"unknown workload {shown(workload)}{where}; {listed}", workload=workload)
 
 
 class AuthenticationError(ServingError):

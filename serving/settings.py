@@ -114,6 +114,9 @@ class WorkloadConfig:
     deferred : sequence of str, default ()
         Tuned settings (names of :data:`forecaster.workload.TUNED`) the config file leaves
         unset: the registered policy's values stand and are not compared.
+    namespace : str, default "default"
+        Kubernetes namespace of the workload's HPA: the External Metrics API answers for the
+        workload only under ``/namespaces/<namespace>/``.
     """
 
     name: str
@@ -121,6 +124,7 @@ class WorkloadConfig:
     policy: WorkloadPolicy
     covariates: Mapping[str, str] = field(default_factory=dict)
     deferred: Sequence[str] = ()
+    namespace: str = "default"
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,7 @@ def refresh_config_from_project(config: TrainConfig) -> RefreshConfig:
             policy=w.workload_policy,
             covariates=dict(w.covariates),
             deferred=w.policy.unset,
+            namespace=w.namespace,
         )
         for w in config.workloads
     ]

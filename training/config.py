@@ -25,7 +25,9 @@ Reference (every field; durations accept ``30s``, ``5m``, ``2h``, ``14d`` or sec
 * ``type: replay``: the fields of ``file`` plus ``holdback``: the file is shifted so that
   its end minus ``holdback`` is "now"; the held-back tail appears as time passes.
 
-``workloads`` (list, at least one): ``name`` (DNS-label style, unique); ``demand`` (PromQL
+``workloads`` (list, at least one): ``name`` (DNS-label style, unique); ``namespace`` (the
+Kubernetes namespace of its HPA, default ``default``: serving answers its External Metrics
+value only under that namespace); ``demand`` (PromQL
 returning one series for ``prometheus``; the series name in ``path`` for file sources,
 default the workload's name); ``covariates`` (``{column: promql}``, prometheus only);
 ``replicas`` and ``ready_replicas`` (PromQL returning one series each, prometheus only,
@@ -380,6 +382,13 @@ class WorkloadConfig(_Strict):
         max_length=63,
         description="Workload name (lower case, digits, '-', '_', '.').",
     )
+    namespace: str = Field(
+        default="default",
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        max_length=63,
+        description="Kubernetes namespace of the workload's HPA: its External Metrics value "
+        "is served only under /namespaces/<namespace>/.",
+    )
     demand: str | None = Field(
         default=None,
         description="PromQL returning one series (prometheus) or the series name (files).",
@@ -688,6 +697,7 @@ class TrainConfig(_Strict):
         )
         for workload in shaped["workloads"]:
             workload.pop("demand", None)  # the data fingerprint covers what the query returned
+            workload.pop("namespace", None)  # where it is served, not what is learned
             for observed in ("replicas", "ready_replicas"):  # read by shadow-report only
                 workload.pop(observed, None)
         text = json.dumps(shaped, sort_keys=True)

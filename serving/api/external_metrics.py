@@ -90,20 +90,23 @@ def metric_reply(
     Raises
     ------
     UnknownMetricError, SelectorError, UnknownWorkloadError, ForecastUnavailableError
-        404, 400, 404 and 503 (stale or missing forecast) respectively.
+        404, 400, 404 (unknown, or configured in another namespace) and 503 (stale or
+        missing forecast) respectively.
     """
     k8s.check_metric(metric, namespace)
     workload = workload_for_query(query)
+    if runtime.namespaces.get(workload) != namespace:
+        # A workload of another namespace answers as an unknown one: the namespace is what
+        # the API server's RBAC grants, so it must not reach across.
+        raise UnknownWorkloadError.of(
+            workload, _listed_to(runtime, authorization), namespace=namespace
+        )
     body = runtime.store.encoded.metric(workload, metric, datetime.now(UTC))
     if body is not None:
         return body
-    # Unknown, never forecast or stale (or fresh again at the boundary): the checked path
-    # raises with the reason, counts and logs the refusal, or returns a servable forecast.
-    try:
-        forecast = runtime.forecast(workload, api="external_metrics")
-    except UnknownWorkloadError:
-        raise UnknownWorkloadError.of(workload, _listed_to(runtime, authorization)) from None
-    return encode_metric(forecast, metric)
+    # Never forecast or stale (or fresh again at the boundary): the checked path raises
+    # with the reason, counts and logs the refusal, or returns a servable forecast.
+    return encode_metric(runtime.forecast(workload, api="external_metrics"), metric)
 
 
 @router.get(k8s.API_PATH)

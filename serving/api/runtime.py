@@ -7,7 +7,7 @@ the ``Annotated`` dependencies defined here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -63,6 +63,8 @@ class Runtime:
     verifier: TokenVerifier
     watcher: ModelWatcher
     refresher: Refresher
+    namespaces: Mapping[str, str] = field(default_factory=dict)
+    """Workload -> the namespace its External Metrics value is served under."""
     grpc_port: int | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -86,6 +88,7 @@ class Runtime:
             verifier=TokenVerifier(settings.bearer_token()),
             watcher=watcher,
             refresher=refresher,
+            namespaces={w.name: w.namespace for w in config.workloads},
         )
 
     def forecast(self, workload: str, api: str) -> WorkloadForecast:

@@ -4,16 +4,20 @@ texts, workload names shown only to authenticated callers, the namespace of the 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pandas as pd
 import pytest
+import yaml
 
+from forecaster.exceptions import ConfigError
 from serving.api.app import create_app, uvicorn_config
 from serving.api.external_metrics import workload_for_query
 from serving.api.runtime import ServingComponents
-from serving.settings import ServingSettings
+from serving.settings import ServingSettings, refresh_config_from_project
 from serving.wire import selector
 from tests.serving.support import (
     DictRegistry,
@@ -26,6 +30,7 @@ from tests.serving.support import (
     specs,
     wait_until,
 )
+from training.config import load_config, parse_config
 
 pytestmark = pytest.mark.integration
 
@@ -41,6 +46,13 @@ def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     registry = DictRegistry("prewarm-test")
     registry.add(fit_planner(frame, specs(LEVELS)))
     config = refresh_config(LEVELS, max_staleness=3600.0)
+    # `embed` runs in namespace `inference`, `chat` in the default one.
+    config = replace(
+        config,
+        workloads=[
+            replace(w, namespace="inference") if w.name == "embed" else w for w in config.workloads
+        ],
+    )
     token_file = tmp_path_factory.mktemp("token") / "token"
     token_file.write_text(TOKEN)
     settings = ServingSettings(port=free_port(), grpc_port=None, token_file=token_file)
@@ -159,3 +171,37 @@ def test_an_unknown_workload_is_listed_only_to_a_caller_with_the_token(
     assert "chat" not in _status(wrong, 404)["message"]
     right = http.get(METRIC, params=params, headers={"Authorization": f"Bearer {TOKEN}"})
     assert "configured workloads: chat, embed" in _status(right, 404)["message"]
+
+
+# -- the namespace of the metric URL ----------------------------------------------------------
+def _metric_in(namespace: str, workload: str) -> str:
+    return (
+        f"{GROUP}/namespaces/{namespace}/prewarm_desired_replicas"
+        f"?labelSelector=workload%3D{workload}"
+    )
+
+
+def test_a_workload_is_served_only_under_its_namespace(http: httpx.Client) -> None:
+    assert http.get(_metric_in("inference", "embed")).status_code == 200
+    assert http.get(_metric_in("default", "chat")).status_code == 200
+    for namespace, workload in (("default", "embed"), ("inference", "chat"), ("other", "chat")):
+        body = _status(http.get(_metric_in(namespace, workload)), 404)
+        # Answered as an unknown workload: nothing says where it is served.
+        assert body["message"].startswith(f"unknown workload '{workload}' in namespace")
+        assert "inference" not in body["message"].replace(f"'{namespace}'", "")
+
+
+def test_the_config_file_sets_a_workload_namespace() -> None:
+    path = Path(__file__).parents[2] / "examples" / "file.yaml"
+    config = load_config(path)
+    assert {w.namespace for w in refresh_config_from_project(config).workloads} == {"default"}
+    data = yaml.safe_load(path.read_text())
+    name = data["workloads"][0]["name"]
+    data["workloads"][0]["namespace"] = "inference"
+    placed = parse_config(data, base_dir=path.parent)
+    assert refresh_config_from_project(placed).by_name()[name].namespace == "inference"
+    # The namespace says where the workload is served, not what the model learns.
+    assert placed.fingerprint() == config.fingerprint()
+    data["workloads"][0]["namespace"] = "Not A Namespace"
+    with pytest.raises(ConfigError, match="namespace"):
+        parse_config(data, base_dir=path.parent)
