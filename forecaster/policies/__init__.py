@@ -6,8 +6,12 @@ One registry, :data:`POLICIES`; :func:`make_policy` builds one by name.
 from __future__ import annotations
 
 from forecaster.exceptions import UnknownNameError
+from forecaster.policies.aws_predictive import AWSPredictivePolicy
 from forecaster.policies.base import Observation, Policy, QuantileForecast
+from forecaster.policies.crane_dsp import CraneDSPPolicy
+from forecaster.policies.dynamo_planner import DynamoPlannerPolicy
 from forecaster.policies.hybrid import HybridPolicy
+from forecaster.policies.keda_cron import KedaCronPolicy
 from forecaster.policies.oracle import OraclePolicy
 from forecaster.policies.predictive import PredictivePolicy
 from forecaster.policies.reactive import ReactivePolicy
@@ -21,7 +25,15 @@ POLICIES: dict[str, type[Policy]] = {
     "predictive": PredictivePolicy,
     "hybrid": HybridPolicy,
     "oracle": OraclePolicy,
+    # The autoscalers a user would install instead, each computing its own forecast.
+    "crane-dsp": CraneDSPPolicy,
+    "dynamo-planner": DynamoPlannerPolicy,
+    "aws-predictive": AWSPredictivePolicy,
+    "keda-cron": KedaCronPolicy,
 }
+
+# The peers above: other projects' autoscalers, compared with hybrid in the savings table.
+PEER_POLICIES = ("crane-dsp", "dynamo-planner", "aws-predictive", "keda-cron")
 
 # Policies that read forecasts from a model (the walk-forward must produce them).
 FORECAST_POLICIES = frozenset({"predictive", "hybrid"})
@@ -50,6 +62,7 @@ def make_policy(name: str, **params: object) -> Policy:
 
 __all__ = [
     "FORECAST_POLICIES",
+    "PEER_POLICIES",
     "POLICIES",
     "Observation",
     "Policy",

@@ -19,8 +19,19 @@ from forecaster.workload import WorkloadSpec, horizon_range
 
 DATA_STEP = 60.0
 QUANTILES = (0.5, 0.9)
-# Test-sized settings: a 1 h season so seasonal-naive runs on a short trace.
-PARAMS: dict[str, dict[str, float]] = {"seasonal-naive": {"season": 3600.0, "level_window": 600.0}}
+# Test-sized settings: a 1 h season so seasonal-naive runs on a short trace; the peers'
+# seasons, intervals and histories shrunk so their forecast paths run on it too.
+PARAMS: dict[str, dict[str, object]] = {
+    "seasonal-naive": {"season": 3600.0, "level_window": 600.0},
+    "crane-dsp": {
+        "periods": (1200.0, 600.0),
+        "history": 3600.0,
+        "update_interval": 600.0,
+        "window": 300.0,
+    },
+    "aws-predictive": {"interval": 120.0, "buffer": 60.0},
+    "keda-cron": {"slot": 60.0, "season": 600.0},
+}
 
 
 def build_policy(name: str) -> Policy:
