@@ -132,13 +132,9 @@ def forecast_demand(forecast: QuantileForecast, policy: WorkloadPolicy, step: in
     return demand
 
 
-def asks_per_origin(forecast: QuantileForecast, policy: WorkloadPolicy, step: int) -> np.ndarray:
-    """prewarm's desired replicas at each origin of ``forecast``: its forecast demand at the
-    forecast utilization, clamped (an origin without a forecast asks for ``min_replicas``)."""
-    return _replicas(forecast_demand(forecast, policy, step), policy)
-
-
 def _replicas(rate: np.ndarray, policy: WorkloadPolicy) -> np.ndarray:
+    """prewarm's desired replicas for a forecast demand: at the forecast utilization, clamped
+    (no forecast, a demand of 0, asks for ``min_replicas``)."""
     spec = policy.spec
     replicas: np.ndarray = desired_replicas(
         rate,
@@ -268,17 +264,7 @@ def replay(
             f"the fleets need one value per simulation step of the period ({len(rate)}), "
             f"got {wrong}"
         )
-    hybrid = hybrid_policy(policy)
-    ticks = hybrid.ticks(obs)
-    replayed = _replicas(replayed_demand(obs, policy, obs.step_times()), policy)
-    used, share = recorded_asks(asks, replayed)
-    if used is None:
-        metric = (replayed_demand(obs, policy, ticks), hybrid.forecast_target(spec))
-        held_asks = replayed
-    else:
-        tick_steps = np.floor((ticks - obs.start * obs.data_step) / obs.sim_step + 1e-9)
-        metric = (used[tick_steps.astype(int)].astype(float), 1.0)
-        held_asks = used
+    prewarm = _asks(obs, policy, asks)
     if replicas is None:
         billed = reactive_fleet(obs, policy)
         actual = simulate(rate, billed, spec, step_seconds=obs.sim_step, seed=seed)
@@ -286,11 +272,11 @@ def replay(
         billed = np.asarray(replicas).astype(int)
         serving = np.asarray(replicas if ready is None else ready).astype(int)
         actual = _measured_run(rate, billed, serving, policy, obs.sim_step)
-    desired = np.maximum(forecast_path(obs, policy, metric), billed)
+    desired = np.maximum(forecast_path(obs, policy, prewarm.metric), billed)
     fleet = simulate(rate, desired, spec, step_seconds=obs.sim_step, seed=seed)
     hours = obs.sim_step / 3600.0
     added = (actual.unserved > 0) & (fleet.ready > actual.ready)
-    idle = (held_asks < billed) & (rate <= held_asks * spec.capacity_per_replica)
+    idle = (prewarm.asks < billed) & (rate <= prewarm.asks * spec.capacity_per_replica)
     idle &= actual.unserved == 0
     return ShadowResult(
         observation=obs,
@@ -298,13 +284,37 @@ def replay(
         prewarm=fleet,
         actual_metrics=compute_metrics(actual, spec),
         prewarm_metrics=compute_metrics(fleet, spec),
-        asks=held_asks,
-        asks_source="replayed" if used is None else "recorded",
-        asks_coverage=share,
+        asks=prewarm.asks,
+        asks_source=prewarm.source,
+        asks_coverage=prewarm.coverage,
         measured=replicas is not None,
         added_hours=float(np.count_nonzero(added)) * hours,
         idle_hours=float(np.count_nonzero(idle)) * hours,
     )
+
+
+@dataclass(frozen=True)
+class _AsksInForce:
+    """prewarm's asks per simulation step, and the metric the HPA reads them as."""
+
+    asks: np.ndarray
+    metric: ExtraMetric
+    source: AsksSource
+    coverage: float
+
+
+def _asks(obs: Observation, policy: WorkloadPolicy, recorded: np.ndarray | None) -> _AsksInForce:
+    """The recorded asks when they cover the period (as desired replicas, target 1), else
+    the replayed ones (as the forecast demand, at the hybrid's forecast target)."""
+    hybrid = hybrid_policy(policy)
+    ticks = hybrid.ticks(obs)
+    replayed = _replicas(replayed_demand(obs, policy, obs.step_times()), policy)
+    used, share = recorded_asks(recorded, replayed)
+    if used is None:
+        metric = (replayed_demand(obs, policy, ticks), hybrid.forecast_target(policy.spec))
+        return _AsksInForce(replayed, metric, "replayed", share)
+    tick_steps = np.floor((ticks - obs.start * obs.data_step) / obs.sim_step + 1e-9)
+    return _AsksInForce(used, (used[tick_steps.astype(int)].astype(float), 1.0), "recorded", share)
 
 
 def _measured_run(
