@@ -196,9 +196,9 @@ def forecast_path(obs: Observation, policy: WorkloadPolicy, metric: ExtraMetric)
     spec = policy.spec
     values, target = metric
     controller = HPAController(behavior, spec.min_replicas, spec.max_replicas)
-    # A controller that has been running holds its steady-state answer at the start.
-    initial = int(np.clip(math.ceil(values[0] / target - 1e-9), spec.min_replicas,
-                          spec.max_replicas))  # fmt: skip
+    # A controller that has been running holds its steady-state answer at the start (as
+    # the backtest's HPA starts: ReactivePolicy.plan_with).
+    initial = int(np.clip(math.ceil(values[0] / target), spec.min_replicas, spec.max_replicas))
     run = controller.run([values], [target], initial)
     held: np.ndarray = obs.hold_to_steps(run, behavior.sync_period_seconds)
     return held
