@@ -24,7 +24,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 import numpy as np
@@ -194,7 +194,9 @@ class _Fleet:
     notes: tuple[str, ...]
 
 
-def _steps(source: HistorySource, workload: str, query: str, period: Period, step: float) -> Any:
+def _steps(
+    source: HistorySource, workload: str, query: str, period: Period, step: float
+) -> pd.Series:
     """``query``'s values per simulation step of the period (NaN where none)."""
     last = period.end - pd.Timedelta(seconds=step)
     fetched = source.fetch({workload: query}, period.start, last, int(step))
