@@ -15,6 +15,7 @@ from prewarm import __version__
 # name -> "module:attribute" of a click command; one line per subcommand.
 COMMANDS: dict[str, str] = {
     "backtest": "prewarm.backtest:backtest",
+    "certs": "prewarm.certs:certs",
     "demo": "prewarm.demo:demo",
     "evaluate": "prewarm.evaluate:evaluate",
     "manifests": "prewarm.manifests:manifests",

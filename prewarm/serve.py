@@ -45,7 +45,15 @@ def build_components(config_path: Path, tracking_uri: str | None) -> Any:
 @click.option(
     "--client-ca",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Verify client certificates against this CA (the front-proxy CA).",
+    help="The front-proxy CA (requestheader-client-ca-file): verify client certificates "
+    "against it and require one on the External Metrics API.",
+)
+@click.option(
+    "--requestheader-allowed-names",
+    default=None,
+    help="Comma-separated common names the front-proxy client certificate may have "
+    "(requestheader-allowed-names; or PREWARM_REQUESTHEADER_ALLOWED_NAMES as JSON) "
+    "[default: any the CA signed].",
 )
 @click.option(
     "--token-file",
@@ -70,6 +78,7 @@ def serve(
     tls_cert: Path | None,
     tls_key: Path | None,
     client_ca: Path | None,
+    requestheader_allowed_names: str | None,
     token_file: Path | None,
     tracking_uri: str | None,
     log_level: str | None,
@@ -90,6 +99,11 @@ def serve(
             "tls_cert": tls_cert,
             "tls_key": tls_key,
             "client_ca": client_ca,
+            "requestheader_allowed_names": (
+                None
+                if requestheader_allowed_names is None
+                else [n.strip() for n in requestheader_allowed_names.split(",") if n.strip()]
+            ),
             "token_file": token_file,
             "tracking_uri": tracking_uri,
             "log_level": log_level,

@@ -41,7 +41,14 @@ class ServingSettings(BaseSettings):
     tls_key: Path | None = Field(None, description="PEM private key of `tls_cert`.")
     client_ca: Path | None = Field(
         None,
-        description="CA (the aggregator's front-proxy CA) that client certificates must chain to.",
+        description="The aggregator's front-proxy CA (requestheader-client-ca-file): client "
+        "certificates must chain to it, and the External Metrics API requires one.",
+    )
+    requestheader_allowed_names: list[str] = Field(
+        default_factory=list,
+        description="Common names the front-proxy client certificate may have "
+        "(requestheader-allowed-names; empty: any the CA signed). From the environment as "
+        "JSON, the form extension-apiserver-authentication holds: '[\"front-proxy-client\"]'.",
     )
     token: SecretStr | None = Field(
         None, description="Bearer token required on the KEDA metrics-api endpoints."
@@ -68,6 +75,11 @@ class ServingSettings(BaseSettings):
             raise ValueError(
                 "`client_ca` needs TLS (`tls_cert` and `tls_key`), got "
                 f"client_ca={self.client_ca!r}"
+            )
+        if self.requestheader_allowed_names and self.client_ca is None:
+            raise ValueError(
+                "`requestheader_allowed_names` needs `client_ca` (the front-proxy CA), got "
+                f"requestheader_allowed_names={self.requestheader_allowed_names!r:.100}"
             )
         return self
 

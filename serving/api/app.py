@@ -29,11 +29,17 @@ import uvicorn
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from serving.api import explain, external_metrics, health, keda
+from serving.api.auth import (
+    FrontProxyVerifier,
+    client_common_names,
+    recording_client_certificates,
+)
 from serving.api.grpc_server import GrpcServer
 from serving.api.runtime import Runtime, ServingComponents
-from serving.exceptions import ServingError
+from serving.exceptions import AuthenticationError, ServingError
 from serving.settings import ServingSettings
 from serving.wire import k8s
 
@@ -55,13 +61,43 @@ _JSON_HEADER = (b"content-type", k8s.CONTENT_TYPE.encode("latin-1"))
 class PrewarmApp(FastAPI):
     """FastAPI with a direct path for the two polled endpoints (see the module docs)."""
 
+    front_proxy = FrontProxyVerifier(required=False)
+    """Checks the aggregator's client certificate on the metric paths; set by create_app."""
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer a polled endpoint directly, or hand the request to FastAPI."""
-        if scope["type"] == "http" and scope["method"] == "GET":
+        """Refuse a metric request that did not come through the aggregator; answer a polled
+        endpoint directly, or hand the request to FastAPI."""
+        if scope["type"] == "http":
+            if not await self._through_front_proxy(scope, receive, send):
+                return
             runtime: Runtime | None = getattr(self.state, "runtime", None)
-            if runtime is not None and await _direct(runtime, scope, send):
+            if (
+                scope["method"] == "GET"
+                and runtime is not None
+                and await _direct(runtime, scope, send)
+            ):
                 return
         await super().__call__(scope, receive, send)
+
+    async def _through_front_proxy(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """False, after answering 401, when a metric path lacks the aggregator's certificate.
+
+        Discovery, health and ``/metrics`` stay open: the aggregator's availability check,
+        the kubelet's probes and Prometheus present no front-proxy certificate.
+        """
+        if not self.front_proxy.required:
+            return True
+        path: str = scope["path"]
+        root: str = scope.get("root_path", "")
+        if not path.removeprefix(root).startswith(_METRIC_PREFIX):
+            return True
+        try:
+            self.front_proxy.check(client_common_names(scope))
+        except AuthenticationError as exc:
+            logger.warning("request refused", extra={"path": path[:100], "reason": str(exc)})
+            await _status_response(*k8s.status_from_error(exc))(scope, receive, send)
+            return False
+        return True
 
 
 async def _direct(runtime: Runtime, scope: Scope, send: Send) -> bool:
@@ -194,6 +230,10 @@ def create_app(settings: ServingSettings, components: ServingComponents) -> Prew
         redoc_url=None,
         openapi_url=None,
     )
+    app.front_proxy = FrontProxyVerifier(
+        required=settings.client_ca is not None,
+        allowed_names=settings.requestheader_allowed_names,
+    )
     app.include_router(external_metrics.router)
     app.include_router(keda.router)
     app.include_router(explain.router)
@@ -209,8 +249,10 @@ def uvicorn_config(app: Any, settings: ServingSettings, **overrides: Any) -> uvi
     """Uvicorn settings for ``app``: address, TLS and optional client-certificate check.
 
     With ``client_ca`` the TLS handshake verifies every client certificate presented against
-    it (the aggregator's front-proxy CA); clients without one are still accepted, because the
-    kubelet's probes cannot present one.
+    it (the aggregator's front-proxy CA) and refuses the connection on any other; clients
+    without one are still accepted, because the kubelet's probes and Prometheus present
+    none, and the app then refuses them on the metric paths (:class:`PrewarmApp`) from the
+    certificate the HTTP protocol records.
 
     Uvicorn's ``auto`` loop and HTTP parser pick ``uvloop`` and ``httptools`` (installed with
     ``uvicorn[standard]``): several times cheaper per request than asyncio's loop and h11.
@@ -227,6 +269,10 @@ def uvicorn_config(app: Any, settings: ServingSettings, **overrides: Any) -> uvi
     if settings.tls_cert is not None:
         options.update(ssl_certfile=str(settings.tls_cert), ssl_keyfile=str(settings.tls_key))
         if settings.client_ca is not None:
-            options.update(ssl_ca_certs=str(settings.client_ca), ssl_cert_reqs=ssl.CERT_OPTIONAL)
+            options.update(
+                ssl_ca_certs=str(settings.client_ca),
+                ssl_cert_reqs=ssl.CERT_OPTIONAL,
+                http=recording_client_certificates(AutoHTTPProtocol),
+            )
     options.update(overrides)
     return uvicorn.Config(app, **options)

@@ -1,0 +1,276 @@
+"""``prewarm certs``: the serving certificate without cert-manager.
+
+Writes a self-signed CA and a serving certificate it signs, for the names the APIService,
+KEDA and the kubelet use to reach ``prewarm-serve`` (``<service>``, ``<service>.<namespace>``,
+``<service>.<namespace>.svc``, ``<service>.<namespace>.svc.cluster.local``), as a
+``kubernetes.io/tls`` Secret manifest (``tls.crt``, ``tls.key``, ``ca.crt``) and a patch that
+sets the APIService's ``caBundle`` to that CA; with them a ``kustomization.yaml`` that
+installs deploy/ (the HPA-only install, without the cert-manager component) with both. So
+``prewarm certs --out install && kubectl apply -k install`` is the whole install. The
+private keys stay in ``--out`` (mode 0600): keep that folder out of version control.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from prewarm.options import user_errors
+
+SERVICE = "prewarm-serve"
+NAMESPACE = "prewarm"
+SECRET = "prewarm-serve-tls"
+APISERVICE = "v1beta1.external.metrics.k8s.io"
+# Written by this command, read by kubectl; the names the kustomization lists.
+SECRET_FILE = "serving-tls.yaml"
+PATCH_FILE = "apiservice-cabundle.yaml"
+KUSTOMIZATION = "kustomization.yaml"
+# Certificates start an hour early: a node whose clock lags still accepts them.
+CLOCK_SKEW = dt.timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A certificate and its private key."""
+
+    certificate: Any  # cryptography.x509.Certificate
+    key: Any  # cryptography EC private key
+
+    def certificate_pem(self) -> bytes:
+        """The certificate, PEM."""
+        from cryptography.hazmat.primitives import serialization
+
+        pem: bytes = self.certificate.public_bytes(serialization.Encoding.PEM)
+        return pem
+
+    def key_pem(self) -> bytes:
+        """The private key, unencrypted PKCS#8 PEM."""
+        from cryptography.hazmat.primitives import serialization
+
+        pem: bytes = self.key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        return pem
+
+
+def _name(common_name: str) -> Any:
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _signed(builder: Any, key: Any) -> Any:
+    from cryptography.hazmat.primitives import hashes
+
+    return builder.sign(key, hashes.SHA256())
+
+
+def _builder(subject: str, issuer: Any, public_key: Any, now: dt.datetime, days: int) -> Any:
+    from cryptography import x509
+
+    return (
+        x509.CertificateBuilder()
+        .subject_name(_name(subject))
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - CLOCK_SKEW)
+        .not_valid_after(now + dt.timedelta(days=days))
+    )
+
+
+def new_ca(common_name: str, now: dt.datetime, days: int = 3650) -> Issued:
+    """A self-signed CA (EC P-256) valid ``days`` days from ``now``."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    usage = dict.fromkeys(
+        (
+            "content_commitment",
+            "key_encipherment",
+            "data_encipherment",
+            "key_agreement",
+            "encipher_only",
+            "decipher_only",
+        ),
+        False,
+    )
+    builder = (
+        _builder(common_name, _name(common_name), key.public_key(), now, days)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, **usage),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+    )
+    return Issued(_signed(builder, key), key)
+
+
+def issue(
+    ca: Issued,
+    common_name: str,
+    now: dt.datetime,
+    *,
+    dns_names: Sequence[str] = (),
+    ip_addresses: Sequence[str] = (),
+    client: bool = False,
+    days: int = 365,
+) -> Issued:
+    """A leaf certificate signed by ``ca``: for a TLS server (``dns_names`` and
+    ``ip_addresses`` as its names) or, with ``client``, for a TLS client."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
+    builder = (
+        _builder(common_name, ca.certificate.subject, key.public_key(), now, days)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), False
+        )
+    )
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    sans += [x509.IPAddress(ipaddress.ip_address(a)) for a in ip_addresses]
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return Issued(_signed(builder, ca.key), key)
+
+
+def service_names(service: str, namespace: str) -> list[str]:
+    """Every DNS name a client in the cluster may use for ``service``."""
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+    ]
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def secret_manifest(ca: Issued, server: Issued, namespace: str) -> dict[str, Any]:
+    """The ``kubernetes.io/tls`` Secret the serving pods mount (with the CA, as cert-manager
+    writes it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": SECRET, "namespace": namespace},
+        "type": "kubernetes.io/tls",
+        "data": {
+            "tls.crt": _b64(server.certificate_pem()),
+            "tls.key": _b64(server.key_pem()),
+            "ca.crt": _b64(ca.certificate_pem()),
+        },
+    }
+
+
+def cabundle_patch(ca: Issued) -> dict[str, Any]:
+    """The APIService's ``caBundle``: the CA the aggregator verifies prewarm with."""
+    return {
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": APISERVICE},
+        "spec": {"caBundle": _b64(ca.certificate_pem())},
+    }
+
+
+def kustomization(deploy: Path, out: Path, namespace: str) -> dict[str, Any]:
+    """An install of ``deploy``'s base and APIService component with these certificates."""
+    base = Path(os.path.relpath(deploy.resolve(), out.resolve()))
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": namespace,
+        "resources": [str(base / "base"), SECRET_FILE],
+        "components": [str(base / "components" / "apiservice")],
+        "patches": [{"path": PATCH_FILE}],
+    }
+
+
+def write_install(out: Path, deploy: Path, now: dt.datetime, days: int = 365) -> Issued:
+    """Write the Secret, the caBundle patch and the kustomization into ``out``; return the CA.
+
+    Raises
+    ------
+    ConfigError
+        If ``deploy`` is not prewarm's deploy/ folder, or ``out`` cannot be written.
+    """
+    import yaml
+
+    from forecaster.exceptions import ConfigError
+
+    if not (deploy / "base" / KUSTOMIZATION).is_file():
+        raise ConfigError(
+            f"`--deploy` {str(deploy)[:100]!r} has no base/{KUSTOMIZATION}: "
+            "give the deploy/ folder of prewarm's repository"
+        )
+    names = service_names(SERVICE, NAMESPACE)
+    ca = new_ca(f"{SERVICE}.{NAMESPACE} CA", now)
+    server = issue(ca, names[2], now, dns_names=names, days=days)
+    documents = {
+        SECRET_FILE: secret_manifest(ca, server, NAMESPACE),
+        PATCH_FILE: cabundle_patch(ca),
+        KUSTOMIZATION: kustomization(deploy, out, NAMESPACE),
+    }
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, document in documents.items():
+            path = out / name
+            # The Secret holds the serving key: readable by its owner only from the first
+            # byte on (and the mode is reset should the file exist already).
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                yaml.safe_dump(document, file, sort_keys=False)
+            path.chmod(0o600)
+    except OSError as exc:
+        raise ConfigError(f"`--out` {str(out)[:100]!r}: {exc.strerror or exc}") from exc
+    return ca
+
+
+@click.command()
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Folder for the Secret, the caBundle patch and their kustomization.yaml.",
+)
+@click.option(
+    "--deploy",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("deploy"),
+    show_default=True,
+    help="prewarm's deploy/ folder (the kustomization installs its base and APIService).",
+)
+@click.option(
+    "--days",
+    type=click.IntRange(1, 3650),
+    default=365,
+    show_default=True,
+    help="Validity of the serving certificate (the CA's: 10 years). Run again to renew.",
+)
+def certs(out: Path, deploy: Path, days: int) -> None:
+    """Write a self-signed CA and serving certificate as a Secret, the APIService caBundle
+    patch and a kustomization installing deploy/ with them (no cert-manager needed)."""
+    with user_errors():
+        write_install(out, deploy, dt.datetime.now(dt.UTC), days=days)
+    click.echo(f"Wrote {out / SECRET_FILE}, {out / PATCH_FILE}, {out / KUSTOMIZATION}")
+    click.echo(f"Install: kubectl apply -k {out}")
