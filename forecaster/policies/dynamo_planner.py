@@ -7,7 +7,9 @@ reads the load of the interval just ended (request rate over the interval), asks
 predictor for the next interval's load, and sets the replicas that serve that load at the
 per-replica throughput its profile gives for the SLA (here ``capacity_per_replica *
 target_utilization``), within its replica bounds. It plans one interval ahead and has no
-reactive path beside the prediction: the replicas it asks for are the replicas it gets.
+reactive path beside the prediction: ``config/planner_config.py`` turns throughput
+(predictive) scaling on and load-based (reactive) scaling off by default, so the replicas it
+asks for are the replicas it gets.
 
 The default ARIMA predictor fits pmdarima's ``auto_arima`` once and updates it with each new
 point; it predicts the last value while it has fewer than 5 points, the value itself for a
