@@ -1,9 +1,10 @@
 """``prewarm demo``: the whole loop on a laptop, on embedded defaults.
 
-Trains and registers the forecaster in the local MLflow store from ``examples/demo.yaml`` (a
-real public trace and a synthetic viral launch, replayed as if live), backtests the savings of
-every policy on the same history, writes a report folder and prints what it found and what to
-try next. Nothing outside this machine is needed: no Prometheus, no cluster.
+Trains and registers the forecaster in the local MLflow store from ``examples/demo.yaml``
+(shipped in the package as :data:`DEMO_CONFIG`: a real public trace and a synthetic viral
+launch, replayed as if live), backtests the savings of every policy on the same history,
+writes a report folder and prints what it found and what to try next. Nothing outside this
+machine is needed: no Prometheus, no cluster.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from prewarm.options import (
 if TYPE_CHECKING:
     from training.sources.base import Clock
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO_CONFIG = ROOT / "examples" / "demo.yaml"
+# The demo's config and traces ship inside the package (package data), so the demo runs from
+# a wheel as from a checkout: in the repository these are links to examples/demo.yaml and
+# the two traces of data/, laid out so that the config's `../data/` paths hold in both.
+DEMO_CONFIG = Path(__file__).resolve().parent / "_demo" / "examples" / "demo.yaml"
 # What the summary keeps of each policy's deployed numbers.
 SUMMARY_KEYS = (
     "settings",

@@ -104,6 +104,20 @@ def test_dockerfile_is_multi_stage_non_root_with_libgomp_and_oci_labels() -> Non
     assert f"-t {IMAGE_REPOSITORY}:{_version()}" in text  # the build command it documents
 
 
+def test_dockerfile_copies_what_the_package_data_links_to() -> None:
+    copied = {
+        part
+        for line in (DEPLOY / "Dockerfile").read_text().splitlines()
+        if line.startswith("COPY ") and "--from" not in line
+        for part in line.split()[1:-1]
+    }
+    links = [p for p in (ROOT / "prewarm").rglob("*") if p.is_symlink()]
+    assert links, "prewarm/_demo links to examples/ and data/"
+    for link in links:
+        target = link.resolve().relative_to(ROOT)
+        assert str(target) in copied or target.parts[0] in copied, target
+
+
 @pytest.mark.parametrize("install", INSTALLS)
 def test_serving_survives_a_node_drain(install: str) -> None:
     objects = render(install)
