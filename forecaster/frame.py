@@ -16,11 +16,24 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError
+from forecaster.exceptions import (
+    ConfigError,
+    DataValidationError,
+    NotEnoughHistoryError,
+    shown,
+)
 
 _SHOWN = 5  # offending rows echoed in an error message
 # Longest gap, in cells, interpolated rather than left missing.
 DEFAULT_MAX_FILL = 3
+MAX_VALUE = 1e12
+"""Default bound on the magnitude of a demand or covariate value (units per second).
+
+No inference workload serves a trillion requests per second; a value past it is a unit or
+parsing mistake, and left in it would size a simulated cluster by it.
+"""
+MAX_GRID_CELLS = 5_000_000
+"""Most grid cells one series may span after :func:`regularize` (ten years at 1 minute)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,7 @@ def validate_frame(
     covariates: Sequence[str] = (),
     min_rows: int = 2,
     allow_missing: bool = False,
+    max_value: float = MAX_VALUE,
 ) -> pd.DataFrame:
     """Check a long frame against the data contract and return a clean, sorted copy.
 
@@ -98,12 +112,15 @@ def validate_frame(
     allow_missing
         Accept NaN targets (a regularized frame marks long gaps with NaN). Infinite values and
         negative demand are rejected either way.
+    max_value
+        Values of the target and the covariates must be below this in magnitude.
 
     Raises
     ------
     DataValidationError
         For a missing column, unparseable or duplicate timestamps, non-numeric, NaN/inf or
-        negative values; the message names the column and the offending rows and values.
+        negative values, or values of ``max_value`` or more; the message names the column and
+        the offending rows and values.
     NotEnoughHistoryError
         When a series has fewer than ``min_rows`` observed rows.
     """
@@ -133,6 +150,8 @@ def validate_frame(
             f"column {columns.target_col!r} has negative demand at "
             f"{_rows(target.index[negative], target)}"
         )
+    for col in (columns.target_col, *covariates):
+        _check_range(out, col, max_value, columns)
     duplicated = out.duplicated([columns.id_col, columns.time_col], keep=False)
     if duplicated.any():
         raise DataValidationError(
@@ -148,6 +167,41 @@ def validate_frame(
             + ", ".join(f"{name!r} has {n}" for name, n in short.items())
         )
     return out.sort_values([columns.id_col, columns.time_col], ignore_index=True)
+
+
+def _check_range(frame: pd.DataFrame, column: str, limit: float, columns: Columns) -> None:
+    values = frame[column].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        beyond = ~(np.abs(values) < limit) & ~np.isnan(values)
+    if beyond.any():
+        # Rows are counted as in the input (1-based, header excluded): the frame is not
+        # sorted yet.
+        first = int(np.flatnonzero(beyond)[0])
+        row = frame.iloc[first]
+        raise DataValidationError(
+            f"column {column!r} has {int(beyond.sum())} value(s) beyond the sane range "
+            f"(finite, below {limit:g} in magnitude); first at data row {first + 1} "
+            f"(series {shown(row[columns.id_col])}, {row[columns.time_col].isoformat()}): "
+            f"{values[first]:g}"
+        )
+
+
+def check_grid(series: object, start: pd.Timestamp, end: pd.Timestamp, step: int) -> int:
+    """Cells of a ``step``-second grid from ``start`` to ``end``, at most :data:`MAX_GRID_CELLS`.
+
+    Raises
+    ------
+    DataValidationError
+        When the grid would be larger: a stray timestamp years away, or too fine a step.
+    """
+    cells = int((end - start).total_seconds() // step) + 1
+    if cells > MAX_GRID_CELLS:
+        raise DataValidationError(
+            f"series {shown(series)} spans {start.isoformat()} to {end.isoformat()}: "
+            f"{cells:,} cells of {step}s, more than the limit of {MAX_GRID_CELLS:,}; "
+            "check for a stray timestamp or use a coarser step"
+        )
+    return cells
 
 
 def _numeric(values: pd.Series, *, column: str) -> pd.Series:
@@ -218,6 +272,7 @@ def regularize(
     parts = []
     for series_id, part in grouped.groupby(level=0, sort=True):
         part = part.droplevel(0)
+        check_grid(series_id, part.index[0], part.index[-1], step)
         grid = pd.date_range(part.index[0], part.index[-1], freq=f"{step}s", name=columns.time_col)
         part = part.reindex(grid)
         for col in value_cols:

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from forecaster.exceptions import ConfigError
+from forecaster.exceptions import ConfigError, shown
 
 ColdStartKind = Literal["fixed", "uniform", "lognormal"]
 
@@ -124,6 +124,10 @@ class ColdStart:
         return self.seconds * np.exp(self.sigma * rng.standard_normal(n))
 
 
+MAX_REPLICAS = 100_000
+"""Upper bound on any replica count: the simulator keeps one entry per replica warming up."""
+
+
 @dataclass(frozen=True)
 class WorkloadSpec:
     """Capacity, cost and service level of one inference workload.
@@ -184,11 +188,13 @@ class WorkloadSpec:
         if not (isinstance(self.min_replicas, int) and self.min_replicas >= 0):
             raise ConfigError(f"`min_replicas` must be an integer >= 0, got {self.min_replicas!r}")
         if not (
-            isinstance(self.max_replicas, int) and self.max_replicas >= max(1, self.min_replicas)
+            isinstance(self.max_replicas, int)
+            and max(1, self.min_replicas) <= self.max_replicas <= MAX_REPLICAS
         ):
             raise ConfigError(
-                "`max_replicas` must be an integer >= max(1, min_replicas), "
-                f"got {self.max_replicas!r} (min_replicas={self.min_replicas})"
+                "`max_replicas` must be an integer >= max(1, min_replicas) and "
+                f"<= {MAX_REPLICAS:,}, "
+                f"got {shown(self.max_replicas)} (min_replicas={shown(self.min_replicas)})"
             )
         if self.tier not in TIER_QUANTILES:
             raise ConfigError(f"`tier` must be one of {sorted(TIER_QUANTILES)}, got {self.tier!r}")

@@ -2,27 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import click
 
+from prewarm.exit_codes import epilog
 from prewarm.options import Duration, console, split_names, stage_progress, user_errors
 from prewarm.spans import duration_text, scored_span
+from training.documents import dumps
 
 DEFAULT_POLICIES = "static,reactive,seasonal-naive,predictive,hybrid,oracle"
 DEFAULT_MIN_EVAL = 3 * 86400
 
 
 @click.command(
-    epilog=(
-        "\b\nExit codes:\n"
-        "  0  the table was printed (and the reports written)\n"
-        "  1  the data cannot be read, a name is unknown, or the data is too short for the\n"
-        "     flags (the message names the flags to change)\n"
-        "  2  a malformed flag"
+    epilog=epilog(
+        OK="the table was printed (and the reports written)",
+        FAILURE="unexpected failure (e.g. the MLflow store of --config cannot be read)",
+        CONFIG="a malformed flag, an unknown name, or a bad --config file",
+        DATA="the data cannot be read, holds values out of range, or is too short for the\n"
+        "     flags (the message names the row, or the flags to change)",
     )
 )
 @click.argument("data", required=False, type=click.Path(dir_okay=False, path_type=Path))
@@ -147,7 +148,7 @@ def backtest(
             replica_hour_cost=replica_hour_cost,
             slo_latency_seconds=slo_latency,
             slo_unserved_fraction=slo_unserved,
-            max_replicas=max(2, math.ceil(float(np.nanmax(values)) / (capacity * 0.5)) + 1),
+            max_replicas=_max_replicas(float(np.nanmax(values)), capacity),
         )
         window, notes = fit_train_window(len(values), grid_step, train_window, min_eval)
         settings = BacktestSettings(
@@ -171,7 +172,7 @@ def backtest(
         backtest_report.print_table(document)
         if json_path is not None:
             json_path.parent.mkdir(parents=True, exist_ok=True)
-            json_path.write_text(json.dumps(document, indent=2))
+            json_path.write_text(dumps(document, indent=2))
         if report_dir is not None:
             backtest_report.write_report(result, document, report_dir, seed)
 
@@ -227,7 +228,7 @@ def _backtest_config(
             out.print(backtest_report.registered_line(registered), soft_wrap=True, markup=False)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(documents, indent=2))
+        json_path.write_text(dumps(documents, indent=2))
 
 
 def fit_train_window(
@@ -261,6 +262,28 @@ def fit_train_window(
         f"{duration_text(room)} so that at least {duration_text(least)} is scored "
         "(--train-window, --min-eval)."
     ]
+
+
+def _max_replicas(peak: float, capacity: float) -> int:
+    """Room for the peak at half a replica's capacity, within the bound every spec obeys.
+
+    Raises
+    ------
+    DataValidationError
+        When the peak would need more than :data:`forecaster.workload.MAX_REPLICAS`: one
+        outlier far above the rest, or a capacity per replica far too small.
+    """
+    from forecaster.exceptions import DataValidationError
+    from forecaster.workload import MAX_REPLICAS
+
+    needed = max(2, math.ceil(peak / (capacity * 0.5)) + 1)
+    if needed > MAX_REPLICAS:
+        raise DataValidationError(
+            f"the peak demand {peak:g} at {capacity:g} per replica would need {needed:,} "
+            f"replicas, more than the limit of {MAX_REPLICAS:,}: check the data for an outlier "
+            "or give a larger --capacity-per-replica"
+        )
+    return needed
 
 
 def _capacity_for(values: Any, peak_replicas: int) -> float:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from forecaster.backtest.tuning import Deployed
 from prewarm import tables
 from prewarm.options import console
 from prewarm.spans import duration_text, span_text
+from training.documents import dumps
 
 JSON_NAME, MARKDOWN_NAME = "backtest.json", "backtest.md"
 CAPACITY_PNG, FRONTIER_PNG = "capacity.png", "frontier.png"
@@ -297,7 +297,7 @@ def write_report(
     frontier_figure(result.frontier, obs.spec.slo_unserved_fraction).savefig(
         directory / FRONTIER_PNG, dpi=110
     )
-    (directory / JSON_NAME).write_text(json.dumps(document, indent=2))
+    (directory / JSON_NAME).write_text(dumps(document, indent=2))
     (directory / MARKDOWN_NAME).write_text(markdown(document))
 
 

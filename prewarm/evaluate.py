@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import click
 
+from prewarm.exit_codes import epilog
 from prewarm.options import Duration, console, progress_bar, split_names, user_errors
 from prewarm.spans import duration_text, scored_span, span_text
 from prewarm.tables import Cell, Missing, TableSpec, print_table
+from training.documents import dumps
 
 DEFAULT_QUANTILES = (0.5, 0.9)
 DAY = 86400
@@ -234,12 +235,12 @@ def _cell(entry: dict[str, Any], path: tuple[str, ...], fmt: str) -> Cell:
 
 
 @click.command(
-    epilog=(
-        "\b\nExit codes:\n"
-        "  0  the table was printed (and the JSON written)\n"
-        "  1  the data cannot be read, a name is unknown, or the data is too short for the\n"
-        "     flags (the message names the flag to change)\n"
-        "  2  a malformed flag"
+    epilog=epilog(
+        OK="the table was printed (and the JSON written)",
+        FAILURE="unexpected failure (e.g. the JSON cannot be written)",
+        CONFIG="a malformed flag or an unknown model name",
+        DATA="the data cannot be read, holds values out of range, or is too short for the\n"
+        "     flags (the message names the row, or the flag to change)",
     )
 )
 @click.argument("data", type=click.Path(path_type=Path))
@@ -318,5 +319,5 @@ def evaluate(
     print_table(console(), table_spec(report))
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2) + "\n")
+        json_path.write_text(dumps(report, indent=2) + "\n")
         click.echo(f"wrote {json_path}")

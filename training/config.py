@@ -79,7 +79,6 @@ store).
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -104,6 +103,7 @@ from forecaster.models import MODELS
 from forecaster.policies import POLICIES
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.workload import DEFAULT_TOLERANCE, TUNED, ColdStart, WorkloadPolicy, WorkloadSpec
+from training.documents import dumps
 
 
 def _seconds(value: Any) -> Any:
@@ -700,7 +700,7 @@ class TrainConfig(_Strict):
             workload.pop("namespace", None)  # where it is served, not what is learned
             for observed in ("replicas", "ready_replicas"):  # read by shadow-report only
                 workload.pop(observed, None)
-        text = json.dumps(shaped, sort_keys=True)
+        text = dumps(shaped, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

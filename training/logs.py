@@ -11,11 +11,12 @@ prewarm did, and every run would print the same ones. Their errors always show.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from training.documents import dumps
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,7 +43,7 @@ class JsonFormatter(logging.Formatter):
                 document[key] = value
         if record.exc_info:
             document["exception"] = self.formatException(record.exc_info)
-        return json.dumps(document, default=str)
+        return dumps(document, default=str)
 
 
 def configure_logging(level: str = "INFO", console: Console | None = None) -> None:

@@ -22,7 +22,6 @@ one-day window.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -43,6 +42,7 @@ from forecaster.exceptions import (
 from forecaster.models import BaseForecaster, make_model
 from forecaster.workload import WorkloadPolicy
 from training.config import TrainConfig
+from training.documents import dumps
 from training.exceptions import ModelLoadError
 from training.folds import EvaluationFolds
 from training.gate import GateDecision, decide
@@ -182,7 +182,7 @@ def run_training(
         label = f"{fit_transform.__module__}.{getattr(fit_transform, '__qualname__', '?')}"
         config_fp = hashlib.sha256(f"{config_fp}+{label}".encode()).hexdigest()[:16]
     if policies != config.policies:  # other policies than the file's: another model version
-        chosen = json.dumps({n: p.to_dict() for n, p in sorted(policies.items())}, sort_keys=True)
+        chosen = dumps({n: p.to_dict() for n, p in sorted(policies.items())}, sort_keys=True)
         config_fp = hashlib.sha256(f"{config_fp}+{chosen}".encode()).hexdigest()[:16]
     client, experiment_id = open_store(
         uri, config.mlflow.experiment, config.mlflow.artifact_location

@@ -24,6 +24,7 @@ import numpy as np
 from forecaster.backtest.frontier import headline_point, run_policy
 from forecaster.exceptions import ConfigError
 from forecaster.workload import WorkloadPolicy
+from training.documents import finite
 from training.exceptions import TrackingError
 
 if TYPE_CHECKING:
@@ -179,7 +180,8 @@ def log_policies(policies: Mapping[str, WorkloadPolicy]) -> None:
     import mlflow
 
     mlflow.log_dict(
-        {name: policy.to_dict() for name, policy in sorted(policies.items())}, POLICIES_ARTIFACT
+        finite({name: policy.to_dict() for name, policy in sorted(policies.items())}),
+        POLICIES_ARTIFACT,
     )
     mlflow.log_params(policy_params(policies))
 
@@ -321,7 +323,8 @@ def log_run(client: MlflowClient, experiment_id: str, record: TrainingRecord) ->
             mlflow.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)})
             mlflow.log_dict(config.model_dump(mode="json"), "config/resolved.yaml")
             mlflow.log_dict(
-                _window(history, record.checks, record.data_fingerprint, score), "data/window.json"
+                finite(_window(history, record.checks, record.data_fingerprint, score)),
+                "data/window.json",
             )
             mlflow.log_dict(
                 {"summary": decision.summary(), "reasons": list(decision.reasons)}, "gate.json"

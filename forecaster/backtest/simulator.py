@@ -43,7 +43,7 @@ import numpy as np
 
 from forecaster.exceptions import DataValidationError
 from forecaster.resampling import DEFAULT_SIM_STEP
-from forecaster.workload import WorkloadSpec
+from forecaster.workload import MAX_REPLICAS, WorkloadSpec
 
 # Work below this is rounding noise (units x seconds), not a queue.
 _EPSILON = 1e-9
@@ -122,8 +122,7 @@ def simulate(
         raise DataValidationError(
             f"`desired` must have one entry per step of `rate` ({rate.shape}), got {desired.shape}"
         )
-    if len(desired) and (desired.min() < 0 or not np.all(desired == np.round(desired))):
-        raise DataValidationError("`desired` must hold whole numbers >= 0")
+    _check_replicas(desired, initial_ready)
     arrivals = rate * step_seconds
     asked, ready, launched = _run_replicas(
         desired.astype(int).tolist(),
@@ -146,6 +145,22 @@ def simulate(
         unserved=np.asarray(unserved),
         backlog=np.asarray(backlog),
     )
+
+
+def _check_replicas(desired: np.ndarray, initial_ready: int | None) -> None:
+    """Whole counts in [0, MAX_REPLICAS]: the simulator keeps one entry per pending replica."""
+    with np.errstate(invalid="ignore"):
+        bad = ~((desired >= 0) & (desired <= MAX_REPLICAS) & (desired == np.round(desired)))
+    if bad.any():
+        step = int(np.flatnonzero(bad)[0])
+        raise DataValidationError(
+            f"`desired` must hold whole numbers in [0, {MAX_REPLICAS:,}]; step {step} of "
+            f"{len(desired)} asks for {desired[step]!s:.40} ({int(bad.sum())} steps out of range)"
+        )
+    if initial_ready is not None and not 0 <= initial_ready <= MAX_REPLICAS:
+        raise DataValidationError(
+            f"`initial_ready` must be in [0, {MAX_REPLICAS:,}], got {initial_ready!s:.40}"
+        )
 
 
 def _run_replicas(

@@ -21,7 +21,14 @@ import numpy as np
 import pandas as pd
 
 from forecaster.exceptions import DataValidationError
-from forecaster.frame import Columns, infer_step, parse_timestamps, regularize, validate_frame
+from forecaster.frame import (
+    Columns,
+    check_grid,
+    infer_step,
+    parse_timestamps,
+    regularize,
+    validate_frame,
+)
 from training.exceptions import SourceError
 
 TIME_NAMES = ("timestamp", "time", "ds", "date", "datetime")
@@ -144,7 +151,9 @@ def _count_arrivals(
     counted = frame.groupby(["series", "timestamp"], as_index=False)["value"].sum()
     parts = []
     for name, part in counted.groupby("series"):
-        grid = pd.date_range(part["timestamp"].min(), part["timestamp"].max(), freq=f"{step}s")
+        first, last = part["timestamp"].min(), part["timestamp"].max()
+        check_grid(name, first, last, step)
+        grid = pd.date_range(first, last, freq=f"{step}s")
         rate = part.set_index("timestamp")["value"].reindex(grid, fill_value=0.0) / step
         parts.append(pd.DataFrame({"series": name, "timestamp": grid, "value": rate.to_numpy()}))
     return validate_frame(pd.concat(parts, ignore_index=True))
