@@ -5,8 +5,8 @@ The numbers (targets, behavior, tolerance) come from
 ``hybrid`` policy object for the workload's policy: the registered champion's
 ``policies.json`` when the MLflow store has one, else the config.
 
-Exit codes
-----------
+Exit codes (see :mod:`prewarm.exit_codes`)
+------------------------------------------
 0  manifests written
 1  the MLflow store could not be read, or a file could not be written
 2  bad configuration (the message names the field and the value)
@@ -16,23 +16,20 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
+from prewarm.exit_codes import ExitCode, epilog, exit_code, fail
 from prewarm.options import config_option, tracking_uri_option
 
 if TYPE_CHECKING:
     from forecaster.workload import WorkloadPolicy
     from training.config import TrainConfig
-
-EXIT_FAILURE = 1
-EXIT_CONFIG = 2
 
 Kind = Literal["hpa", "keda"]
 # The Service of deploy/serving/service.yaml: where KEDA reaches prewarm's JSON endpoint.
@@ -299,11 +296,10 @@ def render(config: TrainConfig, policies: Policies, kind: Kind, wiring: Wiring) 
 
 
 @click.command(
-    epilog=(
-        "\b\nExit codes:\n"
-        "  0  manifests written\n"
-        "  1  MLflow store unreadable, or a file could not be written\n"
-        "  2  bad configuration"
+    epilog=epilog(
+        OK="manifests written",
+        FAILURE="MLflow store unreadable, or a file could not be written",
+        CONFIG="bad configuration",
     )
 )
 @config_option()
@@ -339,9 +335,8 @@ def manifests(
     demand_metric: str,
 ) -> None:
     """Write each workload's HPA (or KEDA ScaledObject) exactly as the backtest simulated it."""
-    from forecaster.exceptions import ConfigError
+    from forecaster.exceptions import PrewarmError
     from training.config import load_config
-    from training.exceptions import TrackingError
     from training.settings import resolve_tracking_uri
 
     try:
@@ -349,21 +344,14 @@ def manifests(
         uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
         policies = resolve_policies(config, config_path, uri)
         files = render(config, policies, kind, Wiring(namespace, demand_metric))
-    except ConfigError as exc:
-        _fail(str(exc), EXIT_CONFIG)
-    except TrackingError as exc:
-        _fail(str(exc), EXIT_FAILURE)
+    except PrewarmError as exc:
+        fail(str(exc), exit_code(exc))
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         for file_name, text in files.items():
             (out_dir / file_name).write_text(text)
     except OSError as exc:
-        _fail(f"cannot write to {str(out_dir)!r}: {exc.strerror}", EXIT_FAILURE)
+        fail(f"cannot write to {str(out_dir)!r}: {exc.strerror}", ExitCode.FAILURE)
     click.echo(f"Policies from {policies.origin}.")
     for file_name in files:
         click.echo(f"Wrote {out_dir / file_name}")
-
-
-def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"Error: {message}", err=True)
-    sys.exit(code)

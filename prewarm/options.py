@@ -45,11 +45,14 @@ def split_names(value: str | None) -> list[str] | None:
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn prewarm's errors into one clear line and a non-zero exit, without a traceback."""
+    """Turn prewarm's errors into one clear line and the exit code of their kind (see
+    :mod:`prewarm.exit_codes`), without a traceback."""
+    from prewarm.exit_codes import exit_code, fail
+
     try:
         yield
     except PrewarmError as exc:
-        raise click.ClickException(str(exc)) from exc
+        fail(str(exc), exit_code(exc))
 
 
 def console() -> Any:

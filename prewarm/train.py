@@ -1,7 +1,7 @@
 """``prewarm train``: pull history, fit, evaluate, register, and promote if it wins.
 
-Exit codes
-----------
+Exit codes (see :mod:`prewarm.exit_codes`)
+------------------------------------------
 0  success: the candidate became ``champion``, or it was registered with ``--no-promote``,
    or a version trained on the same data and configuration already exists (nothing to do)
 1  unexpected failure (e.g. the MLflow store cannot be opened or written)
@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from prewarm.exit_codes import ExitCode, epilog, exit_code, fail
 from prewarm.options import (
     config_option,
     configure_logging,
@@ -28,21 +29,19 @@ from prewarm.options import (
     tracking_uri_option,
 )
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_CONFIG = 2
-EXIT_DATA = 3
-EXIT_NOT_PROMOTED = 4
+# The shadow report exits by the same table under these names.
+EXIT_FAILURE = ExitCode.FAILURE
+EXIT_CONFIG = ExitCode.CONFIG
+EXIT_DATA = ExitCode.DATA
 
 
 @click.command(
-    epilog=(
-        "\b\nExit codes:\n"
-        "  0  promoted, registered with --no-promote, or already trained on this data\n"
-        "  1  unexpected failure (e.g. MLflow store unreachable)\n"
-        "  2  bad configuration\n"
-        "  3  data-source failure (unreachable, bad answer, no series, unusable history)\n"
-        "  4  trained and registered, not promoted (the champion stays)"
+    epilog=epilog(
+        OK="promoted, registered with --no-promote, or already trained on this data",
+        FAILURE="unexpected failure (e.g. MLflow store unreachable)",
+        CONFIG="bad configuration",
+        DATA="data-source failure (unreachable, bad answer, no series, unusable history)",
+        NOT_PROMOTED="trained and registered, not promoted (the champion stays)",
     )
 )
 @config_option()
@@ -71,9 +70,8 @@ def train(
     registers a model version, and compares it with the current champion on the same
     recent window. Rerunning on the same data registers nothing new.
     """
-    from forecaster.exceptions import ConfigError, DataValidationError, PrewarmError
+    from forecaster.exceptions import ConfigError, PrewarmError
     from training.config import load_config
-    from training.exceptions import SourceError
     from training.pipeline import Outcome, run_training
 
     configure_logging(log_level)
@@ -81,7 +79,7 @@ def train(
     try:
         config = load_config(config_path)
     except ConfigError as exc:
-        _fail(str(exc), EXIT_CONFIG)
+        fail(str(exc), ExitCode.CONFIG)
     try:
         with stage_progress("train", hidden=no_progress) as progress:
             policies = _tuned(config, config_path, progress) if tune else None
@@ -92,17 +90,16 @@ def train(
                 progress=progress,
                 policies=policies,
             )
-    except (SourceError, DataValidationError) as exc:
-        log.error("data-source failure: %s", exc)
-        _fail(f"data-source failure: {exc}", EXIT_DATA)
-    except ConfigError as exc:
-        _fail(str(exc), EXIT_CONFIG)
     except PrewarmError as exc:
-        log.error("%s", exc)
-        _fail(str(exc), EXIT_FAILURE)
+        code = exit_code(exc)
+        if code is ExitCode.CONFIG:
+            fail(str(exc), code)
+        message = f"data-source failure: {exc}" if code is ExitCode.DATA else str(exc)
+        log.error("%s", message)
+        fail(message, code)
     click.echo(result.message)
     if result.outcome is Outcome.NOT_PROMOTED:
-        sys.exit(EXIT_NOT_PROMOTED)
+        sys.exit(ExitCode.NOT_PROMOTED)
 
 
 def _tuned(config: Any, config_path: Path, progress: Any) -> dict[str, Any]:
@@ -129,8 +126,3 @@ def _tuned(config: Any, config_path: Path, progress: Any) -> dict[str, Any]:
             extra={"workload": name, "settings": policy.settings()},
         )
     return tuned
-
-
-def _fail(message: str, code: int) -> None:
-    click.echo(f"Error: {message}", err=True)
-    sys.exit(code)

@@ -71,7 +71,7 @@ def test_scores_what_it_would_register_then_what_is_registered(config: Path, tmp
 
 def test_bad_invocations_name_what_to_change(config: Path, tmp_path: Path):
     unknown = backtest(config, tmp_path / "x.json", "--workload", "gpu")
-    assert unknown.exit_code == 1
+    assert unknown.exit_code == 2  # a config or usage error
     assert "--workload 'gpu' is not in the config; workloads: ['cpu']" in unknown.output
     both = CliRunner().invoke(cli, ["backtest", str(DATA / "nyc_taxi_passengers_30min.csv"),
                                     "--config", str(config)])  # fmt: skip

@@ -83,7 +83,7 @@ def test_console_script_reports_a_missing_file(tmp_path):
         text=True,
         check=False,
     )
-    assert result.returncode == 1
+    assert result.returncode == 3  # a data error (prewarm.exit_codes)
     assert f"data file '{missing}' does not exist" in result.stderr
     assert "Traceback" not in result.stderr
 
