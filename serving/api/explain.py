@@ -21,6 +21,7 @@ import numpy as np
 from fastapi import APIRouter, Response
 
 from forecaster.capacity import desired_replicas
+from serving.api import schemas
 from serving.api.runtime import Authorized, CurrentSnapshot
 from serving.engine.snapshot import Snapshot, WorkloadForecast
 from serving.exceptions import UnknownWorkloadError
@@ -130,7 +131,7 @@ def _replicas(forecast: WorkloadForecast) -> dict[str, Any]:
     }
 
 
-@router.get("/workloads/{name}/explain")
+@router.get("/workloads/{name}/explain", responses=schemas.responses(schemas.Explanation, 401, 404))
 def explain(name: str, snapshot: CurrentSnapshot, _: Authorized) -> Response:
     """Why workload ``name``'s current answer is what it is; 401 without the token (when one
     is set), 404 if unknown. Answered 200 even when the value is refused: ``refused`` says

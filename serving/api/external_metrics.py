@@ -18,6 +18,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Request, Response
 
+from serving.api import schemas
 from serving.api.runtime import Runtime, RuntimeDep
 from serving.exceptions import AuthenticationError, UnknownWorkloadError
 from serving.wire import k8s
@@ -127,7 +128,12 @@ def api_resource_list() -> Response:
     return _json(_API_RESOURCE_LIST)
 
 
-@router.get(k8s.METRIC_PATH)
+@router.get(
+    k8s.METRIC_PATH,
+    responses=schemas.responses(schemas.ExternalMetricValueList, 400, 404, 503),
+    # Read from the raw query string (see metric_reply), so documented here, not declared.
+    openapi_extra={"parameters": [schemas.LABEL_SELECTOR]},
+)
 def external_metric(
     namespace: str,
     metric: str,

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Response
 
+from serving.api import schemas
 from serving.api.runtime import Authorized, CurrentSnapshot, Runtime, RuntimeDep
 from serving.engine.snapshot import WorkloadForecast, WorkloadStatus
 from serving.exceptions import UnknownWorkloadError
@@ -56,7 +57,9 @@ def forecast_reply(runtime: Runtime, name: str, authorization: str | None) -> by
     return k8s.encode_json(forecast_document(forecast, status))
 
 
-@router.get("/workloads/{name}/forecast")
+@router.get(
+    "/workloads/{name}/forecast", responses=schemas.responses(schemas.Forecast, 401, 404, 503)
+)
 def workload_forecast(
     name: str, runtime: RuntimeDep, authorization: Annotated[str | None, Header()] = None
 ) -> Response:
@@ -65,7 +68,7 @@ def workload_forecast(
     return Response(forecast_reply(runtime, name, authorization), media_type=k8s.CONTENT_TYPE)
 
 
-@router.get("/workloads")
+@router.get("/workloads", responses=schemas.responses(schemas.WorkloadList, 401))
 def list_workloads(snapshot: CurrentSnapshot, _: Authorized) -> Response:
     """Every workload: its forecast fields (null when none, and in shadow mode, where no value
     is answered) and status (fresh or stale, and why a value would be refused)."""

@@ -1,0 +1,89 @@
+"""Schemathesis against prewarm's own JSON endpoints on a live server.
+
+The OpenAPI document is the one the app builds from its routes (``app.openapi()``, what
+FastAPI would serve at ``/openapi.json``); every answer must be documented (status code,
+content type, body schema), none may be a 5xx, and the server log must hold no traceback.
+Examples are bounded and derandomized, so the run is the same every time and takes seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.specs.openapi.checks import unsupported_method
+
+from tests.serving.fuzzing import LEVELS, TOKEN, Live, live_server, make_app
+
+pytestmark = pytest.mark.integration
+
+FUZZ = settings(
+    max_examples=40,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+UNCHECKED = [unsupported_method]
+"""Checks left out: a 405's ``Allow`` header (the app's 404/405 handler drops it)."""
+
+# The app's document, built from its routes (no server needed to read it); /metrics is
+# Prometheus text, not JSON.
+schema = schemathesis.openapi.from_dict(make_app().openapi()).exclude(path="/metrics")
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[Live]:
+    with live_server(make_app()) as server:
+        yield server
+    # After every example of the module: the log holds no traceback.
+    assert server.log.problems() == []
+    assert max(server.statuses) < 500
+    # Both the answers and the refusals were reached.
+    assert {200, 401, 404} <= set(server.statuses)
+
+
+def _check(live: Live, case: Any, headers: dict[str, str] | None = None) -> None:
+    response = case.call(base_url=live.base, headers=headers, timeout=10)
+    live.statuses.append(response.status_code)
+    assert response.status_code < 500, response.text[:500]
+    case.validate_response(response, excluded_checks=UNCHECKED)
+    assert live.log.problems() == []
+
+
+@schema.parametrize()
+@FUZZ
+def test_any_caller_gets_a_documented_answer(live: Live, case: Any) -> None:
+    _check(live, case)
+
+
+KNOWN = {
+    "name": list(LEVELS),
+    "namespace": ["default"],
+    "metric": ["prewarm_desired_replicas", "prewarm_forecast_demand"],
+}
+"""Values that reach an answer; generated path parameters rarely hit one."""
+
+
+def _steered(case: Any) -> None:
+    """Replace two thirds of the generated path parameters with known values (picked by the
+    generated text's length: deterministic), so the answers' bodies are checked too."""
+    for key, known in KNOWN.items():
+        generated = (case.path_parameters or {}).get(key)
+        if generated is not None:
+            choices = [*known, generated, generated][: 2 * len(known) + 1]
+            pick = choices[len(str(generated)) % len(choices)]
+            case.path_parameters[key] = pick
+    if case.path_parameters and "metric" in case.path_parameters:
+        case.query = {"labelSelector": f"workload={KNOWN['name'][0]}"}
+
+
+@schema.parametrize()
+@FUZZ
+def test_a_caller_with_the_token_gets_a_documented_answer(live: Live, case: Any) -> None:
+    _steered(case)
+    _check(live, case, headers={"authorization": f"Bearer {TOKEN}"})
