@@ -22,6 +22,7 @@ from typing import Any
 
 import click
 
+from prewarm.exit_codes import ExitCode, epilog, fail
 from prewarm.options import user_errors
 
 SERVICE = "prewarm-serve"
@@ -212,7 +213,9 @@ def write_install(out: Path, deploy: Path, now: dt.datetime, days: int = 365) ->
     Raises
     ------
     ConfigError
-        If ``deploy`` is not prewarm's deploy/ folder, or ``out`` cannot be written.
+        If ``deploy`` is not prewarm's deploy/ folder.
+    OSError
+        If ``out`` cannot be written.
     """
     import yaml
 
@@ -231,22 +234,25 @@ def write_install(out: Path, deploy: Path, now: dt.datetime, days: int = 365) ->
         PATCH_FILE: cabundle_patch(ca),
         KUSTOMIZATION: kustomization(deploy, out, NAMESPACE),
     }
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for name, document in documents.items():
-            path = out / name
-            # The Secret holds the serving key: readable by its owner only from the first
-            # byte on (and the mode is reset should the file exist already).
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                yaml.safe_dump(document, file, sort_keys=False)
-            path.chmod(0o600)
-    except OSError as exc:
-        raise ConfigError(f"`--out` {str(out)[:100]!r}: {exc.strerror or exc}") from exc
+    out.mkdir(parents=True, exist_ok=True)
+    for name, document in documents.items():
+        path = out / name
+        # The Secret holds the serving key: readable by its owner only from the first byte
+        # on (and the mode is reset should the file exist already).
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            yaml.safe_dump(document, file, sort_keys=False)
+        path.chmod(0o600)
     return ca
 
 
-@click.command()
+@click.command(
+    epilog=epilog(
+        OK="files written",
+        FAILURE="a file could not be written",
+        CONFIG="--deploy is not prewarm's deploy/ folder, or a bad option",
+    )
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
@@ -271,6 +277,9 @@ def certs(out: Path, deploy: Path, days: int) -> None:
     """Write a self-signed CA and serving certificate as a Secret, the APIService caBundle
     patch and a kustomization installing deploy/ with them (no cert-manager needed)."""
     with user_errors():
-        write_install(out, deploy, dt.datetime.now(dt.UTC), days=days)
+        try:
+            write_install(out, deploy, dt.datetime.now(dt.UTC), days=days)
+        except OSError as exc:
+            fail(f"`--out` {str(out)[:100]!r}: {exc.strerror or exc}", ExitCode.FAILURE)
     click.echo(f"Wrote {out / SECRET_FILE}, {out / PATCH_FILE}, {out / KUSTOMIZATION}")
     click.echo(f"Install: kubectl apply -k {out}")

@@ -127,3 +127,20 @@ def test_a_folder_that_is_not_deploy_is_a_clear_usage_error(tmp_path: Path) -> N
     assert "has no base/kustomization.yaml" in result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+def test_an_unwritable_folder_exits_1_without_a_traceback(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    result = CliRunner().invoke(
+        cli, ["certs", "--out", str(blocker / "out"), "--deploy", str(DEPLOY)]
+    )
+    assert result.exit_code == 1, result.output
+    assert f"`--out` '{blocker / 'out'}'" in result.output
+    assert "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit)  # exited, did not raise
+
+
+def test_help_lists_the_exit_codes() -> None:
+    text = CliRunner().invoke(cli, ["certs", "--help"]).output
+    assert "Exit codes:" in text and "  1  a file could not be written" in text
