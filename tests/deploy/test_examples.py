@@ -80,14 +80,37 @@ def test_keda_triggers_point_at_what_prewarm_serves() -> None:
     assert push["scalerAddress"].endswith(":9000") and push["workload"]
 
 
-def test_keda_trigger_authentication_reads_keys_its_secret_is_made_with() -> None:
-    (auth,) = _kind("TriggerAuthentication")
+@pytest.mark.parametrize(
+    ("file", "trigger", "keys"),
+    [
+        ("keda-metrics-api.yaml", "metrics-api", {"token": "token", "ca": "ca.crt"}),
+        (
+            "keda-external.yaml",
+            "external-push",
+            {"tlsClientCert": "tls.crt", "tlsClientKey": "tls.key", "caCert": "ca.crt"},
+        ),
+    ],
+)
+def test_each_keda_trigger_authenticates_with_keys_its_secret_is_made_with(
+    file: str, trigger: str, keys: dict[str, str]
+) -> None:
+    docs = [d for d in yaml.safe_load_all((DEPLOY / file).read_text()) if d]
+    (auth,) = [d for d in docs if d["kind"] == "TriggerAuthentication"]
+    (used,) = [
+        t
+        for d in docs
+        if d["kind"] == "ScaledObject"
+        for t in d["spec"]["triggers"]
+        if t["type"] == trigger
+    ]
+    assert used["authenticationRef"]["name"] == auth["metadata"]["name"]
     refs = auth["spec"]["secretTargetRef"]
-    assert {r["parameter"]: r["key"] for r in refs} == {"token": "token", "ca": "ca.crt"}
+    assert {r["parameter"]: r["key"] for r in refs} == keys
     (secret,) = {r["name"] for r in refs}
-    # The Secret is made from the install's own (token and CA), never committed with a
-    # placeholder: the comment holds the command, with both keys.
-    text = (DEPLOY / "keda-metrics-api.yaml").read_text()
+    # The Secret is made from the install's own, never committed with a placeholder: the
+    # comment holds the command, with every key.
+    text = (DEPLOY / file).read_text()
     assert "kind: Secret" not in text
     assert f"create secret generic {secret}" in text
-    assert "--from-literal=token=" in text and "--from-literal=ca.crt=" in text
+    for key in keys.values():
+        assert f"--from-literal={key}=" in text, key

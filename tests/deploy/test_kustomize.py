@@ -307,7 +307,7 @@ def test_hpa_install_registers_the_apiservice_with_an_injected_ca_and_front_prox
     }
 
 
-def test_keda_install_leaves_the_apiservice_to_keda_and_requires_the_token() -> None:
+def test_keda_install_leaves_the_apiservice_to_keda_and_authenticates_keda() -> None:
     objects = render("overlays/keda")
     assert named(objects, "APIService") == []
     serve = one(objects, "Deployment", "prewarm-serve")
@@ -316,4 +316,12 @@ def test_keda_install_leaves_the_apiservice_to_keda_and_requires_the_token() -> 
     mount = next(m for m in main["volumeMounts"] if token_file.startswith(m["mountPath"] + "/"))
     volumes = {v["name"]: v for v in pod_spec(serve)["volumes"]}
     assert volumes[mount["name"]]["secret"]["secretName"] == "prewarm-serve-token"
-    assert not any(a.startswith("--client-ca") for a in main["args"])
+    # KEDA's gRPC scaler presents a client certificate of the install's CA, and serving
+    # verifies client certificates against that CA: the ca.crt beside its own certificate.
+    (client_ca,) = [a.split("=", 1)[1] for a in main["args"] if a.startswith("--client-ca=")]
+    tls = next(m for m in main["volumeMounts"] if m["name"] == "tls")
+    assert client_ca == f"{tls['mountPath']}/ca.crt"
+    serving = _serving_certificate(objects)
+    client = one(objects, "Certificate", "prewarm-grpc-client")["spec"]
+    assert client["issuerRef"] == serving["spec"]["issuerRef"]
+    assert "client auth" in client["usages"] and "server auth" not in client["usages"]
