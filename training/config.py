@@ -72,13 +72,20 @@ and ``--tracking-uri`` override it); ``experiment`` (``prewarm``); ``registered_
 store).
 
 ``serving`` (read by ``prewarm serve``): ``refresh_interval`` (``15s``), ``max_staleness``
-(``2m``, at least ``refresh_interval``), ``history_window`` (default: what the model needs),
-``poll_model_every`` (``1m``), ``fetch_workers`` (batches fetched concurrently, 8).
+(``2m``, at least ``refresh_interval``; loading warns, in ``train`` as in ``serve``, when it is
+shorter than the source's ``step`` plus ``refresh_interval``), ``history_window`` (default:
+what the model needs), ``poll_model_every`` (``1m``), ``fetch_workers`` (batches fetched
+concurrently, 8).
+
+``training``: ``on_workload_failure`` (``fail``, the default: a workload whose history cannot
+be fetched or fails validation stops the run; ``skip``: the other workloads are trained and
+the skipped ones named in the log, the result message and the MLflow run's tags).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
 from collections.abc import Mapping
@@ -97,13 +104,17 @@ from pydantic import (
 )
 
 from forecaster.duration import parse_duration
-from forecaster.exceptions import ConfigError, PrewarmError
+from forecaster.exceptions import ConfigError, PrewarmError, shown
 from forecaster.features import FeatureConfig
 from forecaster.models import MODELS
 from forecaster.policies import POLICIES
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.workload import DEFAULT_TOLERANCE, TUNED, ColdStart, WorkloadPolicy, WorkloadSpec
 from training.documents import dumps
+
+logger = logging.getLogger(__name__)
+
+DURATION_EXPECTED = "must be a duration like '5m' or a number of seconds > 0"
 
 
 def _seconds(value: Any) -> Any:
@@ -113,9 +124,7 @@ def _seconds(value: Any) -> Any:
         try:
             return parse_duration(value, name="duration")
         except PrewarmError as exc:
-            raise ValueError(
-                f"must be a duration such as 30s, 5m, 2h or 14d, got {value!r}"
-            ) from exc
+            raise ValueError(f"{DURATION_EXPECTED}, got {shown(value)}") from exc
     return value
 
 
@@ -136,7 +145,8 @@ FloatSeconds = Annotated[float, BeforeValidator(_float_seconds), Field(gt=0, all
 
 class _Strict(BaseModel):
     # Unknown keys are errors: a typo in a YAML key must not silently keep the default.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No number is infinite or NaN: YAML's .inf and .nan are never a setting.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # -- sources -------------------------------------------------------------------------------
@@ -602,6 +612,17 @@ class ServingConfig(_Strict):
         return self
 
 
+class TrainingConfig(_Strict):
+    """How ``prewarm train`` treats a workload whose history cannot be had."""
+
+    on_workload_failure: Literal["fail", "skip"] = Field(
+        default="fail",
+        description="fail: the run stops at the first workload whose source or history "
+        "fails; skip: the others are trained, and the skipped ones are named in the log, "
+        "the result message and the MLflow run's tags.",
+    )
+
+
 class TrainConfig(_Strict):
     """The whole file."""
 
@@ -617,6 +638,9 @@ class TrainConfig(_Strict):
     gate: GateConfig = Field(default_factory=GateConfig, description="Promotion rule.")
     mlflow: MlflowConfig = Field(default_factory=MlflowConfig, description="Tracking and registry.")
     serving: ServingConfig = Field(default_factory=ServingConfig, description="Serving settings.")
+    training: TrainingConfig = Field(
+        default_factory=TrainingConfig, description="Partial-failure policy of training."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -648,6 +672,21 @@ class TrainConfig(_Strict):
         return self
 
     # -- derived --------------------------------------------------------------------------
+    @property
+    def warnings(self) -> list[str]:
+        """Settings that validate but cannot work as meant, each naming the values at odds."""
+        step = self.source.step
+        serving = self.serving
+        if step is None or serving.max_staleness >= step + serving.refresh_interval:
+            return []
+        least = step + serving.refresh_interval
+        return [
+            f"serving.max_staleness ({serving.max_staleness:g} s) is shorter than the data "
+            f"step ({step} s) plus serving.refresh_interval ({serving.refresh_interval:g} s): "
+            f"the newest point can be {least:g} s old just before a refresh, so the metric "
+            f"would often answer 503 and the HPA hold; set max_staleness to at least {least:g} s"
+        ]
+
     @property
     def specs(self) -> dict[str, WorkloadSpec]:
         """Workload name -> :class:`WorkloadSpec`."""
@@ -707,6 +746,44 @@ class TrainConfig(_Strict):
 # -- loading ---------------------------------------------------------------------------------
 
 
+# Parts of a pydantic error location that name a member of a union, not a key of the file:
+# "function-before[_seconds(), int]", "literal[0]", "ColdStartConfig", the source tags.
+_UNION_TAG = re.compile(r"[\[(]|^[A-Z]|^function-|^(prometheus|file|replay)$")
+
+# pydantic's error types, said in the project's words ({...} filled from the error's ctx).
+_MESSAGES = {
+    "missing": "required field is missing",
+    "extra_forbidden": "unknown field (check the spelling)",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be a string",
+    "string_too_short": "must have at least {min_length} character(s)",
+    "string_too_long": "must have at most {max_length} characters",
+    "string_pattern_mismatch": "must match {pattern}",
+    "greater_than": "must be greater than {gt}",
+    "greater_than_equal": "must be greater than or equal to {ge}",
+    "less_than": "must be less than {lt}",
+    "less_than_equal": "must be less than or equal to {le}",
+    "literal_error": "must be {expected}",
+    "too_short": "must hold at least {min_length} item(s)",
+    "too_long": "must hold at most {max_length} item(s)",
+    "dict_type": "must be a mapping",
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+    "list_type": "must be a list",
+    "tuple_type": "must be a list",
+    "path_type": "must be a file path",
+    "union_tag_invalid": "{discriminator} must be one of {expected_tags}, got {tag!r}",
+    "union_tag_not_found": "needs a `{discriminator}`",
+}
+
+
 def _location(loc: tuple[int | str, ...], data: Any) -> str:
     """``('workloads', 0, 'capacity', 'x')`` -> ``workloads[0] (chat).capacity.x``."""
     out = ""
@@ -717,33 +794,55 @@ def _location(loc: tuple[int | str, ...], data: Any) -> str:
             try:
                 node = node[part]
                 if isinstance(node, dict) and "name" in node:
-                    out += f" ({node['name']})"
+                    out += f" ({_bounded(node['name'], 40)})"
             except (IndexError, KeyError, TypeError):
                 node = None
             continue
-        if part in ("prometheus", "file", "replay", "function-after", "function-before"):
-            continue  # pydantic's union tags, not keys of the file
-        out += f".{part}" if out else str(part)
+        if _UNION_TAG.search(part):
+            continue
+        out += f".{_bounded(part, 60)}" if out else _bounded(part, 60)
         node = node.get(part) if isinstance(node, dict) else None
     return out or "(top level)"
 
 
-def format_validation_error(error: ValidationError, data: Any, origin: str = "config") -> str:
-    """One line per problem: the field path, what is wrong, and the value given."""
-    lines = []
-    for item in error.errors():
-        where = _location(tuple(item["loc"]), data)
+def _bounded(value: object, limit: int) -> str:
+    """``str(value)``, or its bounded repr when longer than ``limit``."""
+    text = str(value)
+    return text if len(text) <= limit else shown(value, limit)
+
+
+def _problem(item: Any) -> str:
+    """What is wrong with one field, and the value given (bounded)."""
+    kind = item["type"]
+    if kind in ("value_error", "assertion_error") or kind not in _MESSAGES:
         message = str(item["msg"]).removeprefix("Value error, ")
-        if item["type"] == "missing":
-            lines.append(f"{where}: required field is missing")
-            continue
-        if item["type"] == "extra_forbidden":
-            lines.append(f"{where}: unknown field (check the spelling), got {item['input']!r}")
-            continue
-        value = item.get("input")
-        shown = "" if isinstance(value, dict | list) or "got" in message else f", got {value!r}"
-        lines.append(f"{where}: {message}{shown}")
-    head = f"{origin}: invalid configuration"
+    else:
+        message = _MESSAGES[kind].format_map(_Context(item.get("ctx") or {}))
+    if kind == "missing" or "got" in message:
+        return message
+    value = item.get("input")
+    return message if isinstance(value, dict | list) else f"{message}, got {shown(value)}"
+
+
+class _Context(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def format_validation_error(error: ValidationError, data: Any, origin: str = "config") -> str:
+    """One line per bad field: the field path, what is wrong, and the value given.
+
+    A field that may take several forms (a duration or a mapping) fails each of them; the
+    line says what the field accepts once, from its own check when it has one.
+    """
+    problems: dict[str, list[Any]] = {}
+    for item in error.errors():
+        problems.setdefault(_location(tuple(item["loc"]), data), []).append(item)
+    lines = []
+    for where, items in problems.items():
+        own = [i for i in items if i["type"] == "value_error"]
+        lines.append(f"{where}: {_problem((own or items)[0])}")
+    head = f"{_bounded(origin, 200)}: invalid configuration"
     return head + "\n  " + "\n  ".join(lines)
 
 
@@ -793,4 +892,7 @@ def load_config(path: str | Path) -> TrainConfig:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    return parse_config(data, str(path), path.parent)
+    config = parse_config(data, str(path), path.parent)
+    for warning in config.warnings:
+        logger.warning("%s: %s", path, warning)
+    return config

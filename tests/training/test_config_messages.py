@@ -1,0 +1,116 @@
+"""Config errors in the project's words, bounded, and one behaviour in train and serve."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from forecaster.exceptions import ConfigError
+from prewarm.cli import cli
+from training.config import load_config, parse_config
+
+
+def document(capacity: dict[str, Any] | None = None, **sections: Any) -> dict[str, Any]:
+    return {
+        "source": {"type": "prometheus", "url": "http://127.0.0.1:9", "step": "5m"},
+        "workloads": [
+            {
+                "name": "chat",
+                "demand": "up",
+                "capacity": {"capacity_per_replica": 1, **(capacity or {})},
+            }
+        ],
+        **sections,
+    }
+
+
+def error(data: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data)
+    return str(caught.value)
+
+
+PYDANTIC = ("function-before", "function-after", "ColdStartConfig", "Input should", "literal[")
+
+
+@pytest.mark.parametrize(
+    ("capacity", "line"),
+    [
+        pytest.param(
+            {"cold_start": 0},
+            "workloads[0] (chat).capacity.cold_start: must be a duration like '5m' or a number "
+            "of seconds > 0, got 0",
+            id="cold-start-zero",
+        ),
+        pytest.param(
+            {"cold_start": "soon"},
+            "workloads[0] (chat).capacity.cold_start: must be a duration like '5m' or a number "
+            "of seconds > 0, got 'soon'",
+            id="cold-start-word",
+        ),
+        pytest.param(
+            {"max_replicas": 10**30},
+            "workloads[0] (chat).capacity: `max_replicas` must be an integer >= max(1, "
+            "min_replicas) and <= 100,000, got 1000000000000000000000000000000 (min_replicas=1)",
+            id="max-replicas-huge",
+        ),
+        pytest.param(
+            {"capacity_per_replica": float("inf")},
+            "workloads[0] (chat).capacity.capacity_per_replica: must be a finite number, got inf",
+            id="infinite",
+        ),
+        pytest.param(
+            {"max_replicas": "many"},
+            "workloads[0] (chat).capacity.max_replicas: must be a whole number, got 'many'",
+            id="not-a-number",
+        ),
+    ],
+)
+def test_errors_name_the_field_and_value_in_the_projects_words(
+    capacity: dict[str, Any], line: str
+) -> None:
+    message = error(document(capacity))
+    assert message.splitlines()[1:] == [f"  {line}"]
+    assert not any(word in message for word in PYDANTIC), message
+
+
+def test_echoed_values_and_keys_are_bounded() -> None:
+    message = error(document({"cold_start": "x" * 10_000, "y" * 10_000: 1}))
+    assert len(message) < 600
+    assert "(10002 chars)" in message
+
+
+def test_staleness_shorter_than_step_plus_refresh_warns_naming_both(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "prewarm.yaml"
+    path.write_text(yaml.safe_dump(document(serving={"max_staleness": "1m"})))
+    with caplog.at_level(logging.WARNING, logger="training.config"):
+        config = load_config(path)
+    (warning,) = config.warnings
+    assert "serving.max_staleness (60 s)" in warning
+    assert "data step (300 s)" in warning and "serving.refresh_interval (15 s)" in warning
+    assert "at least 315 s" in warning
+    assert warning in caplog.text
+    assert parse_config(document(serving={"max_staleness": "6m"})).warnings == []
+
+
+@pytest.mark.parametrize("command", ["train", "serve"])
+def test_staleness_below_refresh_interval_is_one_config_error_in_train_and_serve(
+    tmp_path: Path, command: str
+) -> None:
+    path = tmp_path / "prewarm.yaml"
+    path.write_text(
+        yaml.safe_dump(document(serving={"max_staleness": "10s", "refresh_interval": "15s"}))
+    )
+    result = CliRunner().invoke(cli, [command, "--config", str(path)])
+    assert result.exit_code == 2, result.output
+    assert (
+        "serving: `max_staleness` must be at least `refresh_interval`, got max_staleness=10.0"
+        in (result.output)
+    )
