@@ -25,7 +25,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -49,6 +49,7 @@ from training.gate import GateDecision, decide
 from training.registry import CHAMPION, champion_version, load_model_version
 from training.scoring import ModelScore, score_model
 from training.settings import resolve_tracking_uri
+from training.skipping import Skipped, check_each, pull_each
 from training.sources import FetchedHistory, HistorySource, make_source
 from training.sources.ranges import describe_missing
 from training.tracking import (
@@ -156,9 +157,13 @@ def run_training(
     name = config.mlflow.registered_model
     own_source = source is None
     source = source or make_source(config.source.type, config.source)
+    skip = config.training.on_workload_failure == "skip"
     try:
         tick("pull history")
-        history = pull_history(config, source)
+        if skip:
+            history, skipped = pull_each(config, source, _window(config, source))
+        else:
+            history, skipped = pull_history(config, source), Skipped()
     finally:
         if own_source:
             source.close()
@@ -169,13 +174,22 @@ def run_training(
             extra={"workload": report.workload, "query": report.query},
         )
     tick("validate history")
-    checks = check_history(
-        frame,
-        step,
-        min_history=config.validation.min_history,
-        max_gap_fraction=config.validation.max_gap_fraction,
-        dead_window=config.validation.dead_window,
-    )
+    if skip:
+        checks, unusable = check_each(frame, step, config)
+        skipped = Skipped({**skipped.reasons, **unusable.reasons})
+    else:
+        checks = check_history(
+            frame,
+            step,
+            min_history=config.validation.min_history,
+            max_gap_fraction=config.validation.max_gap_fraction,
+            dead_window=config.validation.dead_window,
+        )
+    if skipped:
+        config = skipped.config_without(config)
+        policies = {n: p for n, p in policies.items() if n not in skipped.reasons}
+        frame = frame[~frame["series"].isin(list(skipped.reasons))].reset_index(drop=True)
+        history = replace(history, frame=frame)
     data_fp = data_fingerprint(frame)
     config_fp = config.fingerprint()
     if fit_transform is not None:  # a transformed training set is another model
@@ -193,7 +207,7 @@ def run_training(
         message = (
             f"version {existing.version} of {name!r} was trained on the same data "
             f"(fingerprint {data_fp}) with the same configuration; nothing to do "
-            f"(champion: {champion_before or 'none'})"
+            f"(champion: {champion_before or 'none'}){skipped.note()}"
         )
         logger.info(message, extra={"model_version": existing.version})
         return TrainResult(
@@ -251,6 +265,7 @@ def run_training(
         champion_before=champion_before,
         fit_seconds=fit_seconds,
         run_name=run_name(clock()),
+        tags=skipped.tags(),
     )
     run_id, version = log_run(client, experiment_id, record)
     tick("promote")
@@ -265,7 +280,7 @@ def run_training(
     champion_after = champion_version(name, uri)
     message = (
         f"{name!r} version {version}: {outcome.value} ({decision.summary()}); "
-        f"champion: {champion_after or 'none'}"
+        f"champion: {champion_after or 'none'}{skipped.note()}"
     )
     logger.info(message, extra={"model_version": version, "outcome": outcome.value})
     if progress is not None:
@@ -281,20 +296,26 @@ def run_training(
 
 def pull_history(config: TrainConfig, source: HistorySource) -> FetchedHistory:
     """Every workload's history over the configured window, as the job pulls it."""
-    settings = config.source
     queries = {w.name: w.demand or w.name for w in config.workloads}
     covariates = {w.name: dict(w.covariates) for w in config.workloads if w.covariates}
+    start, end, step = _window(config, source)
+    return source.fetch(queries, start, end, step, covariates=covariates or None)
+
+
+def _window(config: TrainConfig, source: HistorySource) -> tuple[pd.Timestamp, pd.Timestamp, int]:
+    """The configured window on the source's grid, logged."""
+    settings = config.source
     start, end, step = source.window(settings.step, settings.lookback)
     logger.info(
         "pulling %d workloads from %s, %s .. %s every %ss",
-        len(queries),
+        len(config.workloads),
         settings.type,
         start,
         end,
         step,
         extra={"source": settings.type, "start": str(start), "end": str(end), "step": step},
     )
-    return source.fetch(queries, start, end, step, covariates=covariates or None)
+    return start, end, step
 
 
 def data_fingerprint(frame: pd.DataFrame) -> str:

@@ -14,7 +14,7 @@ import math
 import subprocess
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -241,6 +241,8 @@ class TrainingRecord:
         Wall time of every fold's fit.
     run_name : str
         The MLflow run name (:func:`run_name`).
+    tags : mapping of str to str
+        Further run tags (the workloads a partial run skipped, see :mod:`training.skipping`).
     """
 
     config: TrainConfig
@@ -255,6 +257,7 @@ class TrainingRecord:
     champion_before: str | None
     fit_seconds: float
     run_name: str
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 def log_run(client: MlflowClient, experiment_id: str, record: TrainingRecord) -> tuple[str, str]:
@@ -301,6 +304,7 @@ def log_run(client: MlflowClient, experiment_id: str, record: TrainingRecord) ->
                     "prewarm.source": config.source.type,
                     "prewarm.champion_before": record.champion_before or "none",
                     TAG_VERDICT: "pass" if record.decision.promote else "fail",
+                    **record.tags,
                 }
             )
             mlflow.log_params(_params(config, planner, history))

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.duration import parse_duration
-from forecaster.exceptions import ConfigError
+from forecaster.exceptions import ConfigError, DataValidationError
 from forecaster.frame import infer_step
 from training.exceptions import SourceError
 from training.sources.base import (
@@ -39,7 +39,7 @@ from training.sources.base import (
     utc,
     wall_clock,
 )
-from training.sources.file import load_history, read_series
+from training.sources.file import History, load_history, read_series
 
 logger = logging.getLogger(__name__)
 
@@ -116,10 +116,13 @@ class FileSource:
         self.max_fill = max_fill
         self._cache: dict[str, pd.Series] | None = None
         self._step: int | None = None
+        # Workload -> why its file could not be read: it fails alone, the others are served.
+        self._failed: dict[str, str] = {}
 
     def close(self) -> None:
-        """Forget the parsed files."""
+        """Forget the parsed files (and the failures: the next read tries them again)."""
         self._cache = None
+        self._failed = {}
 
     def _series(self) -> dict[str, pd.Series]:
         """The series this source shows now (a replay hides its future)."""
@@ -132,16 +135,18 @@ class FileSource:
         out: dict[str, pd.Series] = {}
         if self.files is not None:
             for workload, path in self.files.items():
-                history = load_history(
-                    path, step=self.step, value_col=self.value_col, max_fill=self.max_fill
-                )
-                if history.frame["series"].nunique() != 1:
-                    raise SourceError(
-                        f"file {str(path)!r} of workload {workload!r} must hold one series, "
-                        f"got {history.frame['series'].nunique()}"
-                    )
+                try:
+                    history = self._load_one(workload, path)
+                except (SourceError, DataValidationError) as exc:
+                    self._failed[workload] = f"workload {workload!r}: {exc}"
+                    logger.warning("%s", self._failed[workload], extra={"workload": workload})
+                    continue
                 out[workload] = history.frame.set_index("timestamp")["value"]
                 self._check_step(history.step, path)
+            if not out:
+                raise SourceError(
+                    "no file of the source could be read: " + "; ".join(self._failed.values())
+                )
         else:
             assert self.path is not None
             frame = read_series(self.path, value_col=self.value_col)
@@ -155,6 +160,17 @@ class FileSource:
         assert self._step is not None
         self._cache = _align(out, self._step)
         return self._cache
+
+    def _load_one(self, workload: str, path: Path) -> History:
+        history = load_history(
+            path, step=self.step, value_col=self.value_col, max_fill=self.max_fill
+        )
+        if history.frame["series"].nunique() != 1:
+            raise SourceError(
+                f"file {str(path)!r} of workload {workload!r} must hold one series, "
+                f"got {history.frame['series'].nunique()}"
+            )
+        return history
 
     def _check_step(self, step: int, path: Path) -> None:
         if self._step is not None and step != self._step:
@@ -175,6 +191,8 @@ class FileSource:
         available = self._series()
         chosen = {}
         for workload, query in queries.items():
+            if workload in self._failed:
+                raise SourceError(self._failed[workload])
             key = workload if self.files is not None else query
             if key not in available:
                 if self.files is None and len(available) == 1 and len(queries) == 1:
