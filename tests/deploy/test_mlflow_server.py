@@ -1,5 +1,6 @@
 """The install's MLflow choice, run for real: ``mlflow server`` with the arguments of the
-rendered Deployment (only the address and paths moved into a temp dir), training logging and
+rendered Deployment (only the address and paths moved into a temp dir; its allowed hosts
+admit loopback, as for ``kubectl port-forward``), training logging and
 registering over ``http://``, serving loading the champion over ``http://``, and every
 artifact landing in the server's store: neither side writes or reads a shared volume."""
 
@@ -33,10 +34,8 @@ def _server_args(tmp: Path, port: int) -> list[str]:
     moved = {
         "--host": "127.0.0.1",
         "--port": str(port),
-        "--workers": "1",
         "--backend-store-uri": f"sqlite:///{tmp / 'mlflow.db'}",
         "--artifacts-destination": str(tmp / "artifacts"),
-        "--allowed-hosts": f"127.0.0.1:{port}",
     }
     args = []
     for arg in server["args"]:
@@ -100,6 +99,14 @@ def test_training_registers_and_serving_loads_over_http_only(
             "mlflow": {"tracking_uri": uri, "registered_model": NAME},
         }
     )
+    # The allowed hosts are in force: a Host the Service does not have is refused.
+    foreign = httpx.get(
+        f"{uri}/api/2.0/mlflow/experiments/search?max_results=1",
+        headers={"Host": "attacker.example:5000"},
+        timeout=10,
+    )
+    assert foreign.status_code in {400, 403}, foreign.status_code
+
     result = run_training(config)
     assert result.outcome is Outcome.PROMOTED, result.message
 
