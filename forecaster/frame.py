@@ -24,6 +24,7 @@ from forecaster.exceptions import (
 )
 
 _SHOWN = 5  # offending rows echoed in an error message
+_LAST_SECOND = pd.Timestamp.max.timestamp() - 1  # Unix seconds pandas can hold
 # Longest gap, in cells, interpolated rather than left missing.
 DEFAULT_MAX_FILL = 3
 MAX_VALUE = 1e12
@@ -54,13 +55,19 @@ def _plain(value: object) -> object:
 
 
 def _rows(index: pd.Index, values: pd.Series | None = None) -> str:
-    shown = list(index[:_SHOWN])
+    rows = list(index[:_SHOWN])
     if values is None:
-        text = ", ".join(str(i) for i in shown)
+        text = ", ".join(_label(i) for i in rows)
     else:
-        text = ", ".join(f"{i}: {_plain(values.loc[i])!r}" for i in shown)
+        text = ", ".join(f"{_label(i)}: {shown(_plain(values.loc[i]), 40)}" for i in rows)
     more = f" and {len(index) - _SHOWN} more" if len(index) > _SHOWN else ""
     return f"rows {text}{more}"
+
+
+def _label(row: object) -> str:
+    """A row label as text: a number as it is, anything else bounded."""
+    text = str(_plain(row))
+    return text if len(text) <= 40 else shown(row, 40)
 
 
 def parse_timestamps(values: pd.Series, *, column: str) -> pd.Series:
@@ -76,13 +83,18 @@ def parse_timestamps(values: pd.Series, *, column: str) -> pd.Series:
     elif pd.api.types.is_datetime64_dtype(values.dtype):
         parsed = values.dt.tz_localize("UTC")
     elif pd.api.types.is_numeric_dtype(values.dtype):
-        parsed = pd.to_datetime(values, unit="s", utc=True, errors="coerce")
+        seconds = values.astype(float)
+        # Beyond pandas' nanosecond range (years 1677..2262) the conversion overflows
+        # instead of coercing; those are unparseable like any other bad value.
+        seconds = seconds.where(seconds.abs() < _LAST_SECOND)
+        parsed = pd.to_datetime(seconds, unit="s", utc=True, errors="coerce")
     else:
         parsed = pd.to_datetime(values, utc=True, format="ISO8601", errors="coerce")
     bad = parsed.isna() & values.notna() | values.isna()
     if bad.any():
         raise DataValidationError(
-            f"column {column!r} has unparseable timestamps (expected ISO-8601 or Unix seconds) "
+            f"column {shown(column, 60)} has unparseable timestamps (expected ISO-8601 or Unix "
+            "seconds) "
             f"at {_rows(values.index[bad], values)}"
         )
     return parsed
@@ -127,7 +139,9 @@ def validate_frame(
     needed = [columns.id_col, columns.time_col, columns.target_col, *covariates]
     missing = [c for c in needed if c not in frame.columns]
     if missing:
-        raise DataValidationError(f"frame lacks column(s) {missing}; it has {list(frame.columns)}")
+        raise DataValidationError(
+            f"frame lacks column(s) {shown(missing)}; it has {shown(list(frame.columns))}"
+        )
     out = frame[needed].copy()
     out[columns.id_col] = out[columns.id_col].astype(str)
     out[columns.time_col] = parse_timestamps(out[columns.time_col], column=columns.time_col)
@@ -136,18 +150,19 @@ def validate_frame(
     target = out[columns.target_col]
     if not allow_missing and target.isna().any():
         raise DataValidationError(
-            f"column {columns.target_col!r} has NaN at {_rows(target.index[target.isna()])}"
+            f"column {shown(columns.target_col, 60)} has NaN at "
+            f"{_rows(target.index[target.isna()])}"
         )
     infinite = np.isinf(target.to_numpy(dtype=float))
     if infinite.any():
         raise DataValidationError(
-            f"column {columns.target_col!r} has infinite values at "
+            f"column {shown(columns.target_col, 60)} has infinite values at "
             f"{_rows(target.index[infinite], target)}"
         )
     negative = target < 0
     if negative.any():
         raise DataValidationError(
-            f"column {columns.target_col!r} has negative demand at "
+            f"column {shown(columns.target_col, 60)} has negative demand at "
             f"{_rows(target.index[negative], target)}"
         )
     for col in (columns.target_col, *covariates):
@@ -164,7 +179,8 @@ def validate_frame(
     if len(short):
         raise NotEnoughHistoryError(
             f"series need at least {min_rows} observed rows; too short: "
-            + ", ".join(f"{name!r} has {n}" for name, n in short.items())
+            + ", ".join(f"{shown(name, 40)} has {n}" for name, n in short.head(_SHOWN).items())
+            + (f" and {len(short) - _SHOWN} more" if len(short) > _SHOWN else "")
         )
     return out.sort_values([columns.id_col, columns.time_col], ignore_index=True)
 
@@ -179,7 +195,7 @@ def _check_range(frame: pd.DataFrame, column: str, limit: float, columns: Column
         first = int(np.flatnonzero(beyond)[0])
         row = frame.iloc[first]
         raise DataValidationError(
-            f"column {column!r} has {int(beyond.sum())} value(s) beyond the sane range "
+            f"column {shown(column, 60)} has {int(beyond.sum())} value(s) beyond the sane range "
             f"(finite, below {limit:g} in magnitude); first at data row {first + 1} "
             f"(series {shown(row[columns.id_col])}, {row[columns.time_col].isoformat()}): "
             f"{values[first]:g}"
@@ -206,12 +222,13 @@ def check_grid(series: object, start: pd.Timestamp, end: pd.Timestamp, step: int
 
 def _numeric(values: pd.Series, *, column: str) -> pd.Series:
     if pd.api.types.is_bool_dtype(values.dtype):
-        raise DataValidationError(f"column {column!r} must be numeric, got booleans")
+        raise DataValidationError(f"column {shown(column, 60)} must be numeric, got booleans")
     converted = pd.to_numeric(values, errors="coerce")
     bad = converted.isna() & values.notna()
     if bad.any():
         raise DataValidationError(
-            f"column {column!r} has non-numeric values at {_rows(values.index[bad], values)}"
+            f"column {shown(column, 60)} has non-numeric values at "
+            f"{_rows(values.index[bad], values)}"
         )
     return converted.astype(float)
 

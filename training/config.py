@@ -784,6 +784,9 @@ _MESSAGES = {
 }
 
 
+_LISTED_PROBLEMS = 10  # a file wrong everywhere is fixed from the top, a few fields at a time
+
+
 def _location(loc: tuple[int | str, ...], data: Any) -> str:
     """``('workloads', 0, 'capacity', 'x')`` -> ``workloads[0] (chat).capacity.x``."""
     out = ""
@@ -839,9 +842,11 @@ def format_validation_error(error: ValidationError, data: Any, origin: str = "co
     for item in error.errors():
         problems.setdefault(_location(tuple(item["loc"]), data), []).append(item)
     lines = []
-    for where, items in problems.items():
+    for where, items in list(problems.items())[:_LISTED_PROBLEMS]:
         own = [i for i in items if i["type"] == "value_error"]
         lines.append(f"{where}: {_problem((own or items)[0])}")
+    if len(problems) > _LISTED_PROBLEMS:
+        lines.append(f"... and {len(problems) - _LISTED_PROBLEMS} more fields")
     head = f"{_bounded(origin, 200)}: invalid configuration"
     return head + "\n  " + "\n  ".join(lines)
 

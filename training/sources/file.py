@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from forecaster.exceptions import DataValidationError
+from forecaster.exceptions import SHOWN_CHARS, DataValidationError, shown
 from forecaster.frame import (
     Columns,
     check_grid,
@@ -59,7 +59,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
         if ".csv" in suffixes or ".txt" in suffixes:
             return pd.read_csv(path)
     except (OSError, ValueError) as exc:
-        raise SourceError(f"cannot read {str(path)!r}: {exc}") from exc
+        raise SourceError(f"cannot read {str(path)!r}: {str(exc)[:SHOWN_CHARS]}") from exc
     raise SourceError(
         f"data file {str(path)!r} must be .csv or .parquet, got {suffixes or 'no suffix'!r}"
     )
@@ -110,7 +110,7 @@ def read_series(
     for name, col in (("time_col", time_col), ("series_col", series_col), ("value_col", value_col)):
         if col is not None and col not in columns:
             raise SourceError(
-                f"`{name}` {col!r} is not a column of {str(path)!r}; columns: {columns}"
+                f"`{name}` {shown(col)} is not a column of {str(path)!r}; columns: {shown(columns)}"
             )
     times = parse_timestamps(raw[time_col], column=time_col)
     series = (
@@ -134,7 +134,8 @@ def _value_column(raw: pd.DataFrame, path: str | Path, exclude: set[str | None])
     if len(numeric) == 1:
         return str(numeric[0])
     raise SourceError(
-        f"cannot tell which column of {str(path)!r} holds the demand: candidates {numeric}; "
+        f"cannot tell which column of {str(path)!r} holds the demand: candidates "
+        f"{shown(numeric)}; "
         "pick one with --value-col"
     )
 
