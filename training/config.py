@@ -106,6 +106,7 @@ from pydantic import (
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError, PrewarmError, shown
 from forecaster.features import FeatureConfig
+from forecaster.frame import MAX_GRID_CELLS
 from forecaster.models import MODELS
 from forecaster.policies import POLICIES
 from forecaster.policies.predictive import QUANTILE_GRID
@@ -227,6 +228,11 @@ class PrometheusSourceConfig(_Strict):
             raise ValueError(
                 "`backoff_max` must be >= `backoff`, got "
                 f"backoff={self.backoff!r}, backoff_max={self.backoff_max!r}"
+            )
+        if self.lookback // self.step + 1 > MAX_GRID_CELLS:
+            raise ValueError(
+                f"`lookback` / `step` must stay within {MAX_GRID_CELLS:,} grid points per "
+                f"workload, got lookback={self.lookback!r} s and step={self.step!r} s"
             )
         if self.max_points_per_request - self.point_margin < 2:
             raise ValueError(

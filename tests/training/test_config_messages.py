@@ -114,3 +114,11 @@ def test_staleness_below_refresh_interval_is_one_config_error_in_train_and_serve
         "serving: `max_staleness` must be at least `refresh_interval`, got max_staleness=10.0"
         in (result.output)
     )
+
+
+def test_a_lookback_of_more_grid_points_than_the_limit_is_refused() -> None:
+    data = document()
+    data["source"].update(step="1s", lookback="3650d")
+    assert "`lookback` / `step` must stay within 5,000,000 grid points per workload, got " in (
+        error(data)
+    )
