@@ -17,12 +17,15 @@ from serving.engine.refresher import Refresher, empty_snapshot
 from serving.engine.snapshot import SnapshotStore
 from serving.exceptions import ForecastUnavailableError
 from serving.wire.replies import Replies
+from tests.integration.test_prometheus_failures import FakePrometheus
 from tests.serving.support import DictRegistry, fit_planner, history, refresh_config, specs
+from tests.training.support import prometheus_config
 from training.config import parse_config
 from training.exceptions import SourceError
 from training.pipeline import run_training
-from training.skipping import TAG_SKIPPED
+from training.skipping import TAG_SKIPPED, pull_each
 from training.sources.files import FileSource
+from training.sources.prometheus import PrometheusSource
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -126,3 +129,35 @@ def test_the_refresher_keeps_the_other_workloads_fresh(tmp_path: Path) -> None:
             snapshot.forecast("embed", now.to_pydatetime())
     finally:
         refresher.close()
+
+
+def test_skip_pulls_around_a_failing_prometheus_query() -> None:
+    def answer(params: dict[str, list[str]]) -> tuple[int, str, bytes]:
+        if "broken" in params["query"][0]:
+            body = '{"status":"error","errorType":"bad_data","error":"parse error"}'
+            return 400, "application/json", body.encode()
+        start, end, step = (int(float(params[k][0])) for k in ("start", "end", "step"))
+        values = ",".join(f'[{t},"5"]' for t in range(start, end + 1, step))
+        series = f'{{"metric":{{}},"values":[{values}]}}'
+        body = f'{{"status":"success","data":{{"resultType":"matrix","result":[{series}]}}}}'
+        return 200, "application/json", body.encode()
+
+    config = parse_config(
+        {
+            "source": {"type": "prometheus", "url": "http://127.0.0.1:9", "step": "1m"},
+            "workloads": [
+                {"name": "chat", "demand": "sum(up)", "capacity": {"capacity_per_replica": 1}},
+                {"name": "code", "demand": "broken(", "capacity": {"capacity_per_replica": 1}},
+            ],
+            "training": {"on_workload_failure": "skip"},
+        }
+    )
+    end = pd.Timestamp("2025-05-01T06:00:00Z")
+    with FakePrometheus(answer) as server:
+        source = PrometheusSource(prometheus_config(server.url, retries=0), end=end)
+        with source:
+            history, skipped = pull_each(config, source, (end - pd.Timedelta("1h"), end, 60))
+    assert set(history.frame["series"]) == {"chat"}
+    assert len(history.frame) == 61 and (history.frame["value"] == 5).all()
+    assert list(skipped.reasons) == ["code"]
+    assert "HTTP 400: bad_data: parse error" in skipped.reasons["code"]
