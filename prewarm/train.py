@@ -105,16 +105,17 @@ def train(
 def _tuned(config: Any, config_path: Path, progress: Any) -> dict[str, Any]:
     """``--tune``: each workload's policy with hybrid's out-of-sample tuned settings."""
     from prewarm.config_backtest import backtest_workloads, tuned_policies
-    from training.pipeline import pull_history
+    from training.pipeline import pull_workloads
     from training.sources import make_source
 
     source = make_source(config.source.type, config.source)
     try:
-        history = pull_history(config, source)
+        history, skipped = pull_workloads(config, source)
     finally:
         source.close()
-    documents = backtest_workloads(config, config_path, history, None, progress=progress)
-    tuned = tuned_policies(config, documents)
+    kept = skipped.config_without(config)
+    documents = backtest_workloads(kept, config_path, history, None, progress=progress)
+    tuned = tuned_policies(kept, documents)
     for name, policy in tuned.items():
         hybrid = documents[name]["deployed"]["policies"]["hybrid"]
         logging.getLogger("prewarm.train").info(
@@ -125,4 +126,5 @@ def _tuned(config: Any, config_path: Path, progress: Any) -> dict[str, Any]:
             hybrid["unserved_fraction"],
             extra={"workload": name, "settings": policy.settings()},
         )
-    return tuned
+    # A skipped workload keeps the file's policy: the training run skips it again.
+    return {**config.policies, **tuned}

@@ -160,10 +160,7 @@ def run_training(
     skip = config.training.on_workload_failure == "skip"
     try:
         tick("pull history")
-        if skip:
-            history, skipped = pull_each(config, source, _window(config, source))
-        else:
-            history, skipped = pull_history(config, source), Skipped()
+        history, skipped = pull_workloads(config, source)
     finally:
         if own_source:
             source.close()
@@ -300,6 +297,14 @@ def pull_history(config: TrainConfig, source: HistorySource) -> FetchedHistory:
     covariates = {w.name: dict(w.covariates) for w in config.workloads if w.covariates}
     start, end, step = _window(config, source)
     return source.fetch(queries, start, end, step, covariates=covariates or None)
+
+
+def pull_workloads(config: TrainConfig, source: HistorySource) -> tuple[FetchedHistory, Skipped]:
+    """:func:`pull_history`, or with ``training.on_workload_failure: skip`` each workload
+    alone, with the ones whose fetch failed (see :mod:`training.skipping`)."""
+    if config.training.on_workload_failure == "skip":
+        return pull_each(config, source, _window(config, source))
+    return pull_history(config, source), Skipped()
 
 
 def _window(config: TrainConfig, source: HistorySource) -> tuple[pd.Timestamp, pd.Timestamp, int]:
