@@ -272,11 +272,19 @@ def render(config: TrainConfig, policies: Policies, kind: Kind, wiring: Wiring) 
     """File name -> YAML text, one file per workload."""
     from forecaster.exceptions import ConfigError
     from training.config import PrometheusSourceConfig
+    from training.redaction import redact
 
     if kind == "keda" and not isinstance(config.source, PrometheusSourceConfig):
         raise ConfigError(
             "`--kind keda` reads each workload's demand with KEDA's prometheus scaler on its "
             f"`demand` query: `source.type` must be 'prometheus', got {config.source.type!r}"
+        )
+    if kind == "keda" and redact(str(config.source.url)) != str(config.source.url):
+        # The URL goes into a manifest as the trigger's serverAddress, in the clear.
+        raise ConfigError(
+            "`source.url` carries credentials, which a ScaledObject would hold in the clear: "
+            f"give it without them ({redact(str(config.source.url))}) and authenticate "
+            "KEDA's prometheus trigger with a TriggerAuthentication"
         )
     files = {}
     for workload in config.workloads:
