@@ -279,12 +279,13 @@ def render(config: TrainConfig, policies: Policies, kind: Kind, wiring: Wiring) 
             "`--kind keda` reads each workload's demand with KEDA's prometheus scaler on its "
             f"`demand` query: `source.type` must be 'prometheus', got {config.source.type!r}"
         )
-    if kind == "keda" and redact(str(config.source.url)) != str(config.source.url):
+    url = config.source.url if isinstance(config.source, PrometheusSourceConfig) else ""
+    if kind == "keda" and redact(url) != url:
         # The URL goes into a manifest as the trigger's serverAddress, in the clear.
         raise ConfigError(
             "`source.url` carries credentials, which a ScaledObject would hold in the clear: "
-            f"give it without them ({redact(str(config.source.url))}) and authenticate "
-            "KEDA's prometheus trigger with a TriggerAuthentication"
+            f"give it without them ({redact(url)}) and authenticate KEDA's prometheus "
+            "trigger with a TriggerAuthentication"
         )
     files = {}
     for workload in config.workloads:
