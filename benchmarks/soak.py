@@ -148,47 +148,73 @@ def rss_bytes(pid: int) -> int:
     return total
 
 
+CONNECTIONS = 32
+
+
+async def get(
+    port: int, target: bytes, stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None
+) -> tuple[int, tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """One keep-alive HTTP/1.1 GET of ``target``: the status and the (re)used connection.
+
+    A minimal client on purpose: httpx's pool costs more CPU per request than the server
+    does, and falls behind at a few hundred requests a second on a shared core.
+    """
+    reader, writer = stream or await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    await reader.readexactly(length)
+    return status, (reader, writer)
+
+
 async def load(
     port: int, rate: float, seconds: float, n: int, server_pid: int, log_path: Path
 ) -> tuple[float, list[tuple[float, int, float]], list[tuple[float, int, int]]]:
     """Open-loop load: the wall-clock start, ``(sent at, status, latency ms)`` per request
     (seconds from the start), and one ``(elapsed s, rss bytes, log bytes)`` sample every
-    10 s."""
-    import httpx
+    10 s.
 
-    urls = [metric_url(port, w) for w in names(n)]
+    Request ``k`` is due at ``k / rate``; each of :data:`CONNECTIONS` workers takes the
+    next due request, waits for its time and sends it. When every worker is busy a request
+    goes out late, and its latency, counted from when it was due, says so.
+    """
+    targets = [metric_url(port, w).split(str(port), 1)[1].encode() for w in names(n)]
     results: list[tuple[float, int, float]] = []
     samples: list[tuple[float, int, int]] = []
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-    async with httpx.AsyncClient(limits=limits, timeout=10) as client:
-        began, began_wall = time.perf_counter(), time.time()
+    total = int(rate * seconds)
+    due = iter(range(total))
+    began, began_wall = time.perf_counter(), time.time()
 
-        async def one(k: int, scheduled: float) -> None:
-            try:
-                status = (await client.get(urls[k % n])).status_code
-            except httpx.HTTPError:
-                status = 0  # no answer: connection refused, reset or timed out
-            results.append((scheduled - began, status, (time.perf_counter() - scheduled) * 1e3))
-
-        async def sample() -> None:
-            while True:
-                samples.append(
-                    (time.perf_counter() - began, rss_bytes(server_pid), log_path.stat().st_size)
-                )
-                await asyncio.sleep(10)
-
-        sampler = asyncio.create_task(sample())
-        tasks: set[asyncio.Task[None]] = set()
-        for k in range(int(rate * seconds)):
+    async def worker() -> None:
+        stream = None
+        for k in due:
             scheduled = began + k / rate
             delay = scheduled - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            task = asyncio.create_task(one(k, scheduled))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-        await asyncio.gather(*tasks)
-        sampler.cancel()
+            try:
+                status, stream = await asyncio.wait_for(get(port, targets[k % n], stream), 10)
+            except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError):
+                if stream is not None:
+                    stream[1].close()
+                status, stream = 0, None  # no answer: refused, reset, timed out or garbled
+            results.append((scheduled - began, status, (time.perf_counter() - scheduled) * 1e3))
+
+    async def sample() -> None:
+        while True:
+            samples.append(
+                (time.perf_counter() - began, rss_bytes(server_pid), log_path.stat().st_size)
+            )
+            await asyncio.sleep(10)
+
+    sampler = asyncio.create_task(sample())
+    await asyncio.gather(*(worker() for _ in range(CONNECTIONS)))
+    sampler.cancel()
     return began_wall, results, samples
 
 
