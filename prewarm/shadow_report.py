@@ -25,7 +25,6 @@ each fleet left unserved: everything the plot draws.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ import pandas as pd
 from prewarm import tables
 from prewarm.options import console
 from prewarm.spans import span_text
+from training import documents
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -222,7 +222,7 @@ def write(
     for name, shadow in shadows.items():
         figure(shadow).savefig(directory / f"{name}.png", dpi=100)
         series_frame(shadow).to_csv(directory / "series" / f"{name}.csv", index=False)
-    text = json.dumps(document, indent=2)
+    text = documents.dumps(document, indent=2)
     (directory / JSON_NAME).write_text(text)
     if json_path is not None:
         json_path.write_text(text)

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 import uvicorn
@@ -31,6 +31,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+from forecaster.exceptions import shown
 from serving.api import explain, external_metrics, health, keda
 from serving.api.auth import (
     FrontProxyVerifier,
@@ -39,6 +40,7 @@ from serving.api.auth import (
 )
 from serving.api.grpc_server import GrpcServer
 from serving.api.runtime import Runtime, ServingComponents
+from serving.engine.observability import REFUSAL_LOG_INTERVAL, Throttle
 from serving.exceptions import AuthenticationError, ServingError
 from serving.settings import ServingSettings
 from serving.wire import k8s
@@ -46,6 +48,9 @@ from serving.wire import k8s
 __all__ = ["PrewarmApp", "create_app", "uvicorn_config"]
 
 logger = logging.getLogger(__name__)
+# A caller without the aggregator's certificate retries as fast as it likes: one line per
+# reason per interval, as for refused forecasts.
+_REFUSED_LOG = Throttle(REFUSAL_LOG_INTERVAL)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -94,7 +99,17 @@ class PrewarmApp(FastAPI):
         try:
             self.front_proxy.check(client_common_names(scope))
         except AuthenticationError as exc:
-            logger.warning("request refused", extra={"path": path[:100], "reason": str(exc)})
+            held_back = _REFUSED_LOG.admit(str(exc))
+            if held_back is not None:
+                logger.warning(
+                    "request refused",
+                    extra={
+                        "path": path[:100],
+                        "reason": str(exc),
+                        "repeats_not_logged": held_back,
+                        "log_interval_seconds": _REFUSED_LOG.interval,
+                    },
+                )
             await _status_response(*k8s.status_from_error(exc))(scope, receive, send)
             return False
         return True
@@ -129,7 +144,7 @@ async def _direct(runtime: Runtime, scope: Scope, send: Send) -> bool:
     except Exception as exc:  # the same answers as the app's exception handlers
         status, document = k8s.status_from_error(exc)
         if status >= 500 and not isinstance(exc, ServingError):
-            logger.error("request failed", exc_info=exc, extra={"path": scope["path"]})
+            logger.error("request failed", exc_info=exc, extra={"path": scope["path"][:100]})
         body = k8s.encode_json(document)
     await send(
         {
@@ -142,14 +157,18 @@ async def _direct(runtime: Runtime, scope: Scope, send: Send) -> bool:
     return True
 
 
-def _status_response(code: int, body: k8s.JSONDict) -> Response:
-    return Response(k8s.encode_json(body), status_code=code, media_type=k8s.CONTENT_TYPE)
+def _status_response(
+    code: int, body: k8s.JSONDict, headers: Mapping[str, str] | None = None
+) -> Response:
+    return Response(
+        k8s.encode_json(body), status_code=code, media_type=k8s.CONTENT_TYPE, headers=headers
+    )
 
 
 async def _serving_error(request: Request, exc: Exception) -> Response:
     code, body = k8s.status_from_error(exc)
     if code >= 500 and not isinstance(exc, ServingError):
-        logger.error("request failed", exc_info=exc, extra={"path": request.url.path})
+        logger.error("request failed", exc_info=exc, extra={"path": request.url.path[:100]})
     return _status_response(code, body)
 
 
@@ -157,11 +176,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     code = exc.status_code if exc.status_code in k8s.STATUS_REASONS else 500
     message = (
-        f"the server could not find the requested resource {request.url.path}"
+        f"the server could not find the requested resource {shown(request.url.path)}"
         if code == 404
         else str(exc.detail)
     )
-    return _status_response(code, k8s.status_body(code, message))
+    # Starlette's headers carry what the status needs, e.g. ``Allow`` on a 405.
+    return _status_response(code, k8s.status_body(code, message), exc.headers)
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:

@@ -148,6 +148,16 @@ def test_error_texts_echo_a_bounded_part_of_the_input(
     assert len(body.get("details", {}).get("name", "")) <= 100
 
 
+def test_an_unrouted_path_and_a_wrong_method_answer_bounded_statuses(http: httpx.Client) -> None:
+    # Neither reaches a route: the app's 404/405 handler answers, and must not echo the path
+    # whole nor drop the header a 405 needs.
+    body = _status(http.get("/" + "p" * 20_000), 404)
+    assert len(body["message"]) < BOUND, body["message"][:500]
+    response = http.post("/readyz")
+    _status(response, 405)
+    assert response.headers["allow"] == "GET"
+
+
 def test_keda_and_explain_404_of_a_huge_name_is_bounded_and_lists_the_workloads(
     http: httpx.Client,
 ) -> None:

@@ -10,6 +10,7 @@ metric paths; discovery, health and ``/metrics`` stay open to callers without on
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,8 +22,10 @@ import pandas as pd
 import pytest
 
 from prewarm.certs import Issued, issue, new_ca
+from serving.api import app as app_module
 from serving.api.app import create_app, uvicorn_config
 from serving.api.runtime import ServingComponents
+from serving.engine.observability import Throttle
 from serving.settings import ServingSettings
 from tests.serving.support import (
     DictRegistry,
@@ -137,6 +140,18 @@ def test_no_certificate_is_refused_on_the_metric_but_discovery_and_health_answer
         # The aggregator's availability check, the kubelet's probes and Prometheus.
         for open_path in ("/apis", GROUP, "/healthz", "/readyz", "/metrics"):
             assert http.get(open_path).status_code == 200, open_path
+
+
+def test_repeated_refusals_are_logged_once_per_reason(
+    proxy: Proxy, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fresh limiter: the module's earlier refusals do not count against this interval.
+    monkeypatch.setattr(app_module, "_REFUSED_LOG", Throttle(3600.0))
+    with caplog.at_level(logging.WARNING, logger="serving.api.app"), proxy.client(None) as http:
+        for _ in range(200):
+            assert http.get(METRIC).status_code == 401
+    refused = [r for r in caplog.records if r.getMessage() == "request refused"]
+    assert len(refused) == 1
 
 
 def test_a_name_that_is_not_allowed_is_refused(proxy: Proxy) -> None:
