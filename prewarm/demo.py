@@ -61,8 +61,8 @@ def run_demo(
     moves the traces by whole weeks only, so any clock gives the same summary.
     """
     from prewarm.config_backtest import backtest_workloads, tuned_policies
-    from training import documents
     from training.config import load_config
+    from training.documents import dumps
     from training.pipeline import pull_history, run_training
     from training.settings import resolve_tracking_uri
     from training.sources import make_source
@@ -95,7 +95,7 @@ def run_demo(
             for name, document in documents.items()
         },
     }
-    (out / "summary.json").write_text(documents.dumps(summary, indent=2) + "\n")
+    (out / "summary.json").write_text(dumps(summary, indent=2) + "\n")
     (out / "README.md").write_text(_markdown(summary))
     return summary
 
