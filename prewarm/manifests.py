@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from training.config import TrainConfig
 
 Kind = Literal["hpa", "keda"]
-# The Service of deploy/serving/service.yaml: where KEDA reaches prewarm's JSON endpoint.
+# The Service of deploy/base/serve-service.yaml: where KEDA reaches prewarm's JSON endpoint.
 SERVE_URL = "https://prewarm-serve.prewarm.svc:443"
 # The forecast metric whose target the backtest simulates (demand per replica at the forecast
 # path's utilization); serving/wire/k8s.py serves it, selected by the workload label.
@@ -268,8 +268,11 @@ def header(name: str, policy: WorkloadPolicy, origin: str, kind: Kind) -> str:
     )
 
 
-def render(config: TrainConfig, policies: Policies, kind: Kind, wiring: Wiring) -> dict[str, str]:
-    """File name -> YAML text, one file per workload."""
+def render(
+    config: TrainConfig, policies: Policies, kind: Kind, demand_metric: str
+) -> dict[str, str]:
+    """File name -> YAML text, one file per workload, each in the workload's namespace (the
+    only one under which prewarm serves its metric)."""
     from forecaster.exceptions import ConfigError
     from training.config import PrometheusSourceConfig
     from training.redaction import redact
@@ -290,6 +293,7 @@ def render(config: TrainConfig, policies: Policies, kind: Kind, wiring: Wiring) 
     files = {}
     for workload in config.workloads:
         policy = policies.by_workload[workload.name]
+        wiring = Wiring(workload.namespace, demand_metric)
         if kind == "hpa":
             document = hpa_manifest(workload.name, policy, wiring)
             suffix = "hpa"
@@ -328,7 +332,6 @@ def render(config: TrainConfig, policies: Policies, kind: Kind, wiring: Wiring) 
     show_default=True,
     help="A HorizontalPodAutoscaler, or a KEDA ScaledObject.",
 )
-@click.option("--namespace", default="default", show_default=True, help="Of the workloads.")
 @click.option(
     "--demand-metric",
     default="workload_demand",
@@ -340,7 +343,6 @@ def manifests(
     out_dir: Path,
     tracking_uri: str | None,
     kind: Kind,
-    namespace: str,
     demand_metric: str,
 ) -> None:
     """Write each workload's HPA (or KEDA ScaledObject) exactly as the backtest simulated it."""
@@ -352,7 +354,7 @@ def manifests(
         config = load_config(config_path)
         uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
         policies = resolve_policies(config, config_path, uri)
-        files = render(config, policies, kind, Wiring(namespace, demand_metric))
+        files = render(config, policies, kind, demand_metric)
     except PrewarmError as exc:
         fail(str(exc), exit_code(exc))
     try:

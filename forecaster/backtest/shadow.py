@@ -31,7 +31,7 @@ prewarm's metric is, **replayed**, the forecast demand the HPA reads at each of 
 latest origin observed) at the target ``capacity_per_replica * forecast_utilization``, as
 ``prewarm manifests`` renders it and the backtest simulates it; or, **recorded**, the
 desired replicas ``serve --shadow`` exported (``prewarm_desired_replicas``) at the target 1
-of ``deploy/serving/hpa.yaml``. The recorded asks are used when they cover at least
+(a replica count read as one). The recorded asks are used when they cover at least
 :data:`ASKS_COVERAGE` of the period's steps, the steps without a value taking the replayed
 ask; below that the asks are replayed entirely (:func:`recorded_asks`). The two forms differ
 inside the tolerance band: a desired replica count is rounded up before the band is

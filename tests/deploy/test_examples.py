@@ -12,9 +12,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from serving.wire import k8s
+from prewarm.manifests import Kind, Policies, render
+from training.config import load_config
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "examples"
+BASE_CONFIG = DEPLOY.parent / "base" / "prewarm.yaml"
 KUBERNETES_VERSION = "1.30.0"
 KEDA_KINDS = {"ScaledObject", "TriggerAuthentication"}
 
@@ -47,15 +49,17 @@ def test_built_in_kinds_validate_offline(name: str, doc: dict[str, Any]) -> None
     kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
 
 
-def test_hpa_uses_the_predictive_metric_beside_a_reactive_one() -> None:
-    (hpa,) = _kind("HorizontalPodAutoscaler")
-    # the reactive path reads the demand, as the backtest simulates it, not CPU
-    (demand,) = [m["object"] for m in hpa["spec"]["metrics"] if m["type"] == "Object"]
-    assert demand["target"]["type"] == "AverageValue"
-    (external,) = [m["external"] for m in hpa["spec"]["metrics"] if m["type"] == "External"]
-    assert external["metric"]["name"] == k8s.METRIC_DESIRED_REPLICAS
-    assert "workload" in external["metric"]["selector"]["matchLabels"]
-    assert external["target"] == {"type": "AverageValue", "averageValue": "1"}
+@pytest.mark.parametrize(("kind", "file"), [("hpa", "hpa.yaml"), ("keda", "keda-metrics-api.yaml")])
+def test_the_examples_are_what_prewarm_manifests_renders(kind: Kind, file: str) -> None:
+    # The autoscaler the backtest simulates for the install's example workload, nothing else.
+    config = load_config(BASE_CONFIG)
+    rendered = render(config, Policies(config.policies, "the config"), kind, "workload_demand")
+    (text,) = rendered.values()
+    expected = yaml.safe_load(text)
+    (example,) = [
+        d for d in yaml.safe_load_all((DEPLOY / file).read_text()) if d["kind"] == expected["kind"]
+    ]
+    assert example == expected
 
 
 @pytest.mark.parametrize(("name", "doc"), KEDA, ids=[n for n, _ in KEDA])
@@ -64,7 +68,9 @@ def test_keda_objects_parse(name: str, doc: dict[str, Any]) -> None:
     if doc["kind"] == "ScaledObject":
         spec = doc["spec"]
         assert spec["scaleTargetRef"]["name"]
-        assert spec["fallback"]["failureThreshold"] >= 1
+        # A fallback would turn a failing forecast into a replica count that can scale the
+        # fleet down; without one a failing metric makes the HPA hold.
+        assert "fallback" not in spec
         for trigger in spec["triggers"]:
             assert all(isinstance(v, str) for v in trigger["metadata"].values()), trigger
 
@@ -74,7 +80,7 @@ def test_keda_triggers_point_at_what_prewarm_serves() -> None:
     by_type = {t["type"]: t for t in triggers}
     api = by_type["metrics-api"]["metadata"]
     assert api["url"].endswith("/forecast") and "/v1/workloads/" in api["url"]
-    assert api["valueLocation"] == "desiredReplicas" and api["targetValue"] == "1"
+    assert api["valueLocation"] == "forecastDemand"
     assert by_type["metrics-api"]["metricType"] == "AverageValue"  # KEDA's fallback needs it
     push = by_type["external-push"]["metadata"]
     assert push["scalerAddress"].endswith(":9000") and push["workload"]

@@ -25,6 +25,7 @@ CONFIG = """
 source: {type: prometheus, url: "http://prometheus.monitoring.svc:9090"}
 workloads:
   - name: chat
+    namespace: inference
     demand: sum(rate(vllm:request_success_total{model_name="chat"}[5m]))
     capacity: {capacity_per_replica: 4, min_replicas: 2, max_replicas: 30}
     policy: {quantile: 0.9, target_utilization: 0.9, tolerance: 0.05}
@@ -79,8 +80,6 @@ def test_without_a_store_the_config_policies_are_rendered_and_valid(
         str(out),
         "--tracking-uri",
         f"sqlite:///{tmp_path / 'absent.db'}",
-        "--namespace",
-        "inference",
     )
     assert result.exit_code == 0, result.output
     assert "no registered policies" in result.output
@@ -89,6 +88,11 @@ def test_without_a_store_the_config_policies_are_rendered_and_valid(
     chat, batch = _load(out / "chat.hpa.yaml"), _load(out / "batch.hpa.yaml")
     for document in (chat, batch):
         kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+    # Each in its workload's namespace, the only one its metric is served under.
+    assert (chat["metadata"]["namespace"], batch["metadata"]["namespace"]) == (
+        "inference",
+        "default",
+    )
     forecast, demand = chat["spec"]["metrics"]
     assert forecast["external"]["metric"] == {
         "name": "prewarm_forecast_demand",
