@@ -25,7 +25,6 @@ on the history only through hourly means, so the whole plan is a handful of arra
 
 from __future__ import annotations
 
-import itertools
 from typing import ClassVar
 
 import numpy as np
@@ -33,7 +32,7 @@ import numpy as np
 from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior
-from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
+from forecaster.policies.reactive import ReactivePolicy, beside_reactive_path
 from forecaster.workload import WorkloadSpec
 
 HOUR = 3600.0
@@ -91,12 +90,7 @@ class AWSPredictivePolicy(ReactivePolicy):
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
         """The predictive target crossed with target tracking's utilization and tolerance."""
-        return tuple(
-            {"forecast_utilization": f, "target_utilization": u, "tolerance": t}
-            for f, u, t in itertools.product(
-                FORECAST_UTILIZATION_GRID, REACTIVE_PATH_GRID, TOLERANCE_GRID
-            )
-        )
+        return beside_reactive_path("forecast_utilization", FORECAST_UTILIZATION_GRID)
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the HPA keeps with the scheduled minimum as a second metric."""

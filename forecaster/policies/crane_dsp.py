@@ -36,7 +36,6 @@ history only, so one set serves every setting of a sweep.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -46,7 +45,7 @@ import numpy as np
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.memo import memoized
-from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
+from forecaster.policies.reactive import ReactivePolicy, beside_reactive_path
 from forecaster.workload import WorkloadSpec
 
 HOUR = 3600.0
@@ -140,10 +139,7 @@ class CraneDSPPolicy(ReactivePolicy):
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
         """The margin crossed with the (shared) target utilization and the tolerance."""
-        return tuple(
-            {"margin": m, "target_utilization": u, "tolerance": t}
-            for m, u, t in itertools.product(MARGIN_GRID, REACTIVE_PATH_GRID, TOLERANCE_GRID)
-        )
+        return beside_reactive_path("margin", MARGIN_GRID)
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas of the EHPA's HPA; the plain HPA when no update found a period."""

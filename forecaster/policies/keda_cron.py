@@ -15,7 +15,6 @@ fleet, so it is computed once per training block, not per decision.
 
 from __future__ import annotations
 
-import itertools
 from typing import ClassVar
 
 import numpy as np
@@ -24,7 +23,7 @@ from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.memo import memoized
-from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
+from forecaster.policies.reactive import ReactivePolicy, beside_reactive_path
 from forecaster.workload import WorkloadSpec
 
 HOUR = 3600.0
@@ -76,10 +75,7 @@ class KedaCronPolicy(ReactivePolicy):
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
         """The schedule's quantile crossed with the reactive path's utilization and tolerance."""
-        return tuple(
-            {"quantile": q, "target_utilization": u, "tolerance": t}
-            for q, u, t in itertools.product(QUANTILE_GRID, REACTIVE_PATH_GRID, TOLERANCE_GRID)
-        )
+        return beside_reactive_path("quantile", QUANTILE_GRID)
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the two-trigger HPA keeps at each simulation step."""

@@ -28,6 +28,23 @@ REACTIVE_PATH_GRID = (0.8, 0.9, 1.0)
 TOLERANCE_GRID = (0.1, 0.0)
 
 
+def beside_reactive_path(knob: str, values: Sequence[float]) -> Grid:
+    """``knob`` over ``values``, crossed with the reactive path's utilization and tolerance:
+    the grid of every policy that adds a path to the HPA's own, so all are searched alike.
+
+    Examples
+    --------
+    >>> len(beside_reactive_path("margin", (1.0, 1.2)))
+    12
+    >>> beside_reactive_path("margin", (1.0,))[0]
+    {'margin': 1.0, 'target_utilization': 0.8, 'tolerance': 0.1}
+    """
+    return tuple(
+        {knob: v, "target_utilization": u, "tolerance": t}
+        for v, u, t in itertools.product(values, REACTIVE_PATH_GRID, TOLERANCE_GRID)
+    )
+
+
 class ReactivePolicy:
     """HPA with an ``AverageValue`` External metric on the demand rate.
 

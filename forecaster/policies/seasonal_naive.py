@@ -6,7 +6,6 @@ rescaled by how the recent level compares with the same hour a season ago.
 
 from __future__ import annotations
 
-import itertools
 from typing import ClassVar
 
 import numpy as np
@@ -14,7 +13,7 @@ import numpy as np
 from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior
-from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
+from forecaster.policies.reactive import ReactivePolicy, beside_reactive_path
 from forecaster.workload import WorkloadSpec
 
 HEADROOM_GRID = tuple(round(0.7 + 0.1 * i, 1) for i in range(10))  # 0.7 to 1.6
@@ -69,10 +68,7 @@ class SeasonalNaivePolicy(ReactivePolicy):
         The same reactive-path and tolerance grid as ``hybrid``, so the comparison of the
         two isolates what the model's forecast adds over last week's demand.
         """
-        return tuple(
-            {"headroom": h, "target_utilization": u, "tolerance": t}
-            for h, u, t in itertools.product(HEADROOM_GRID, REACTIVE_PATH_GRID, TOLERANCE_GRID)
-        )
+        return beside_reactive_path("headroom", HEADROOM_GRID)
 
     def forecast(self, obs: Observation) -> np.ndarray:
         """Forecast rate per origin (data index); NaN before enough history exists."""
