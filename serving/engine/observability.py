@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
 from datetime import UTC, datetime
+from typing import ClassVar
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
@@ -131,6 +132,10 @@ class Throttle:
     2
     """
 
+    max_keys: ClassVar[int] = 4096
+    """Keys remembered at most: beyond it, keys let through over an interval ago are forgot
+    (a key may be an error text, and error texts vary)."""
+
     def __init__(self, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.interval = interval
         self.clock = clock
@@ -152,8 +157,16 @@ class Throttle:
             if last is not None and now - last[0] < self.interval:
                 self._keys[key] = (last[0], last[1] + 1)
                 return None
+            if last is None and len(self._keys) >= self.max_keys:
+                self._forget(now)
             self._keys[key] = (now, 0)
             return 0 if last is None else last[1]
+
+    def _forget(self, now: float) -> None:
+        """Drop the keys whose interval has passed; if none has, the oldest half."""
+        expired = [k for k, (at, _) in self._keys.items() if now - at >= self.interval]
+        for key in expired or list(self._keys)[: len(self._keys) // 2]:
+            del self._keys[key]
 
 
 class ServingMetrics:

@@ -35,7 +35,7 @@ from forecaster.capacity import check_plan, check_plan_row
 from forecaster.workload import WorkloadPolicy
 from serving.engine.drift import policy_drift
 from serving.engine.models import ModelWatcher
-from serving.engine.observability import ServingMetrics
+from serving.engine.observability import REFUSAL_LOG_INTERVAL, ServingMetrics, Throttle
 from serving.engine.planner import ProcessPlanner
 from serving.engine.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
 from serving.engine.window import HistorySource, RollingWindow, WorkloadQuery
@@ -106,6 +106,7 @@ class Refresher:
         # The config never changes, so drift only changes with the served model version.
         self._drift_of: tuple[LoadedModel[PlanningModel], dict[str, str]] | None = None
         self.planner = ProcessPlanner() if config.plan_in_process else None
+        self._fetch_log = Throttle(REFUSAL_LOG_INTERVAL)
 
     # -- window ----------------------------------------------------------------------------
     def _window_for(self, model: PlanningModel) -> RollingWindow:
@@ -195,15 +196,16 @@ class Refresher:
             outcome = window.update(pd.Timestamp(now))
             if self.metrics is not None:
                 self.metrics.fetch_duration.observe(outcome.seconds)
+            failed: dict[str, list[str]] = {}
             for name, error in outcome.errors.items():
                 # The reason is answered with every 503, listed on /readyz and logged: a
                 # source's error may quote its URL with user:password@ or a token.
-                problems[name] = f"source error: {redact(error)}"
-                logger.warning(
-                    "history fetch failed", extra={"workload": name, "error": redact(error)}
-                )
+                text = redact(error)
+                problems[name] = f"source error: {text}"
+                failed.setdefault(text, []).append(name)
                 if self.metrics is not None:
                     self.metrics.source_errors.labels(name).inc()
+            self._log_fetch_failures(failed)
             drift = self._policy_drift(served)
             forecasts, plan_problems = self._plan(served, window, previous, drift)
             for name, problem in plan_problems.items():
@@ -248,6 +250,25 @@ class Refresher:
             result = "failed" if not forecasts else ("partial" if problems else "ok")
             self.metrics.refreshes.labels(result).inc()
         return snapshot
+
+    def _log_fetch_failures(self, failed: Mapping[str, Sequence[str]]) -> None:
+        """One line per distinct error per minute, naming how many workloads it failed:
+        an outage fails every workload on every tick, and a line each would flood the log
+        (``prewarm_source_errors_total`` counts each)."""
+        for error, names in failed.items():
+            held_back = self._fetch_log.admit(error)
+            if held_back is None:
+                continue
+            logger.warning(
+                "history fetch failed",
+                extra={
+                    "error": error,
+                    "workloads": len(names),
+                    "first_workloads": list(names[:10]),
+                    "repeats_not_logged": held_back,
+                    "log_interval_seconds": self._fetch_log.interval,
+                },
+            )
 
     def _policy_drift(self, served: LoadedModel[PlanningModel]) -> dict[str, str]:
         """Workload -> how its config differs from the policy registered with ``served``;

@@ -81,6 +81,18 @@ def test_throttle_lets_one_event_per_key_and_interval_through() -> None:
     assert throttle.admit(("chat", "stale")) is None
 
 
+def test_throttle_remembers_a_bounded_number_of_keys() -> None:
+    # Keys may be error texts, which vary: the table never outgrows max_keys.
+    now = [0.0]
+    throttle = Throttle(60.0, clock=lambda: now[0])
+    for k in range(3 * Throttle.max_keys):
+        now[0] = k * 0.01  # all within one interval: the oldest half goes
+        assert throttle.admit(f"error {k}") == 0
+        assert len(throttle._keys) <= Throttle.max_keys
+    # A key still in its interval after the last pruning is still held back.
+    assert throttle.admit(f"error {3 * Throttle.max_keys - 1}") is None
+
+
 @pytest.fixture
 def stale(lines: _Lines) -> Iterator[tuple[Any, int]]:
     """A server whose one workload's data ended two hours ago (before its history window):

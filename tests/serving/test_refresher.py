@@ -3,6 +3,7 @@ failures that never turn into low numbers."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -259,3 +260,22 @@ def test_planning_in_a_child_process_gives_the_same_forecasts(now: pd.Timestamp)
     finally:
         here.close()
         there.close()
+
+
+def test_a_source_outage_is_logged_once_per_error_not_per_workload_and_tick(
+    now: pd.Timestamp, caplog: pytest.LogCaptureFixture
+) -> None:
+    refresher, source, _ = build(now, max_staleness=3600.0)
+    refresher.tick(now.to_pydatetime())
+    source.fail = "connection refused"
+    with caplog.at_level(logging.WARNING, logger="serving.engine.refresher"):
+        for k in range(1, 11):
+            refresher.tick((now + pd.Timedelta(seconds=k * STEP)).to_pydatetime())
+    lines = [r for r in caplog.records if r.getMessage() == "history fetch failed"]
+    # Ten ticks failing every workload: one line, naming how many it failed.
+    assert len(lines) == 1
+    assert getattr(lines[0], "workloads") == len(LEVELS)  # noqa: B009
+    assert "connection refused" in getattr(lines[0], "error")  # noqa: B009
+    # The counter still counts every failed fetch.
+    counted = refresher.metrics.source_errors.labels("chat")._value.get()  # type: ignore[union-attr]
+    assert counted == 10
