@@ -89,6 +89,8 @@ def config_document(root: Path, url: str, capacity: dict[str, float]) -> dict[st
         "model": {"features": {"seasonal_lags": ["1d"]}},
         "evaluation": {"window": "1d", "train_window": "4d"},
         "validation": {"min_history": "2d"},
+        # 5-minute data: a serve of this config must accept points up to one step old
+        "serving": {"max_staleness": "10m"},
         "mlflow": {"tracking_uri": f"sqlite:///{root / 'mlflow.db'}",
                    "registered_model": "shadow-example"},
     }  # fmt: skip
