@@ -93,7 +93,7 @@ def period_of(since: int, until: pd.Timestamp | None, step: int, clock: Clock) -
     return Period(end - pd.Timedelta(seconds=since), end, step)
 
 
-ASKS_QUERY = 'prewarm_desired_replicas{workload="{workload}"}'
+ASKS_QUERY = 'prewarm_forecast_demand{workload="{workload}"}'
 PLACEHOLDER = "{workload}"
 
 
@@ -338,9 +338,9 @@ def _replay_one(
     "--asks-query",
     default=ASKS_QUERY,
     show_default=True,
-    help="PromQL of the asks `prewarm serve --shadow` recorded, {workload} standing for the "
-    "workload's name; used when it covers 95% of the period, else the asks are replayed. "
-    "Empty: always replay.",
+    help="PromQL of the forecast demand `prewarm serve --shadow` exported (the metric the "
+    "HPA reads), {workload} standing for the workload's name; used when it covers 95% of "
+    "the period, else it is replayed. Empty: always replay.",
 )
 @tracking_uri_option()
 @log_level_option(default="WARNING")

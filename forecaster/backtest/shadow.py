@@ -26,16 +26,15 @@ with the same FIFO queue and SLO deadline.
   limits and the tolerance band apply to the combined count rather than to each path's:
   the one difference from the backtest's two-metric HPA this composition keeps.
 
-prewarm's metric is, **replayed**, the forecast demand the HPA reads at each of its ticks
+prewarm's metric is the forecast demand the HPA reads at each of its ticks
 (``prewarm_forecast_demand``: the policy's quantile, largest over its lead window, from the
 latest origin observed) at the target ``capacity_per_replica * forecast_utilization``, as
-``prewarm manifests`` renders it and the backtest simulates it; or, **recorded**, the
-desired replicas ``serve --shadow`` exported (``prewarm_desired_replicas``) at the target 1
-(a replica count read as one). The recorded asks are used when they cover at least
-:data:`ASKS_COVERAGE` of the period's steps, the steps without a value taking the replayed
-ask; below that the asks are replayed entirely (:func:`recorded_asks`). The two forms differ
-inside the tolerance band: a desired replica count is rounded up before the band is
-applied, so at the default 10 % tolerance it keeps more replicas than the forecast demand.
+``prewarm manifests`` renders it and the backtest simulates it: **replayed** from the
+champion's forecasts, or **recorded**, the same metric as ``serve --shadow`` exported it.
+The recorded values are used when they cover at least :data:`ASKS_COVERAGE` of the period's
+steps, the steps without a value taking the replayed one; below that the metric is replayed
+entirely (:func:`recorded_asks`). Either way the asks reported are the desired replicas of
+that forecast demand.
 
 Two counts of hours say where the fleets differ:
 
@@ -165,27 +164,28 @@ def replayed_demand(obs: Observation, policy: WorkloadPolicy, times: np.ndarray)
 def recorded_asks(
     recorded: np.ndarray | None, replayed: np.ndarray
 ) -> tuple[np.ndarray | None, float]:
-    """The recorded asks to use, steps without a value taking the replayed ask, and the
-    share of steps recorded; ``None`` when they cover less than :data:`ASKS_COVERAGE`."""
+    """The recorded forecast demand to use, steps without a value taking the replayed one,
+    and the share of steps recorded; ``None`` when it covers less than
+    :data:`ASKS_COVERAGE`."""
     if recorded is None:
         return None, 0.0
     if len(recorded) != len(replayed):
         raise DataValidationError(
-            f"recorded asks need one value per simulation step ({len(replayed)}), "
+            f"the recorded forecast demand needs one value per simulation step ({len(replayed)}), "
             f"got {len(recorded)}"
         )
     present = np.isfinite(recorded)
     negative = np.flatnonzero(present & (np.nan_to_num(recorded) < 0))
     if len(negative):
         raise DataValidationError(
-            f"recorded asks must be replica counts >= 0, got {float(recorded[negative[0]])!r} at "
-            f"simulation step {negative[0]} of the period"
+            f"the recorded forecast demand must be >= 0, got {float(recorded[negative[0]])!r} "
+            f"at simulation step {negative[0]} of the period"
         )
     share = float(present.mean()) if len(recorded) else 0.0
     if share < ASKS_COVERAGE:
         return None, share
-    asks = np.where(present, np.round(np.where(present, recorded, 0.0)), replayed)
-    return asks.astype(int), share
+    demand: np.ndarray = np.where(present, recorded, replayed)
+    return demand, share
 
 
 def forecast_path(obs: Observation, policy: WorkloadPolicy, metric: ExtraMetric) -> np.ndarray:
@@ -250,7 +250,7 @@ def replay(
         The replicas the cluster ran and those ready, per simulation step of the period
         (``ready`` defaults to ``replicas``); ``None``: the simulated reactive HPA.
     asks
-        The desired replicas ``serve --shadow`` recorded, per simulation step (NaN where
+        The forecast demand ``serve --shadow`` exported, per simulation step (NaN where
         none was); ``None``: replayed from the forecasts.
     seed
         Seed of the cold-start draws.
@@ -304,17 +304,20 @@ class _AsksInForce:
 
 
 def _asks(obs: Observation, policy: WorkloadPolicy, recorded: np.ndarray | None) -> _AsksInForce:
-    """The recorded asks when they cover the period (as desired replicas, target 1), else
-    the replayed ones (as the forecast demand, at the hybrid's forecast target)."""
+    """prewarm's forecast demand per simulation step, recorded where it covers the period
+    (else replayed), the desired replicas it asks for, and what the HPA reads at its ticks
+    (at the hybrid's forecast target)."""
     hybrid = hybrid_policy(policy)
     ticks = hybrid.ticks(obs)
-    replayed = _replicas(replayed_demand(obs, policy, obs.step_times()), policy)
+    target = hybrid.forecast_target(policy.spec)
+    replayed = replayed_demand(obs, policy, obs.step_times())
     used, share = recorded_asks(recorded, replayed)
     if used is None:
-        metric = (replayed_demand(obs, policy, ticks), hybrid.forecast_target(policy.spec))
-        return _AsksInForce(replayed, metric, "replayed", share)
+        metric = (replayed_demand(obs, policy, ticks), target)
+        return _AsksInForce(_replicas(replayed, policy), metric, "replayed", share)
     tick_steps = np.floor((ticks - obs.start * obs.data_step) / obs.sim_step + 1e-9)
-    return _AsksInForce(used, (used[tick_steps.astype(int)].astype(float), 1.0), "recorded", share)
+    metric = (used[tick_steps.astype(int)], target)
+    return _AsksInForce(_replicas(used, policy), metric, "recorded", share)
 
 
 def _measured_run(

@@ -36,7 +36,7 @@ def observation(
     )  # fmt: skip
 
 
-def steps(cells: list[int]) -> np.ndarray:
+def steps(cells: list[float]) -> np.ndarray:
     return np.repeat(np.asarray(cells), PER_CELL)
 
 
@@ -92,19 +92,22 @@ def test_the_replicas_the_cluster_ran_are_not_held_for_the_window_a_second_time(
     assert result.prewarm.asked.tolist() == steps([5, 5, 1, 1]).tolist()
 
 
-def test_replayed_asks_are_read_as_the_forecast_demand_recorded_ones_as_replicas() -> None:
-    # Forecast demand 10, then 8.5 for good: as the forecast demand (replayed), the ratio
-    # 8.5 / 10 is outside the 10 % tolerance and the HPA settles at 9; as the desired
-    # replicas serve recorded (ceil(8.5) = 9), 9 / 10 is inside it and the HPA keeps 10.
+def test_the_recorded_forecast_demand_gives_the_fleet_the_replay_gives() -> None:
+    # serve --shadow exports the metric the HPA reads: recorded as it was served, it builds
+    # the same hybrid fleet as the replay of the same forecasts (here 10, then 8.5: outside
+    # the 10 % tolerance, the HPA settles at 9).
     workload = policy(0.0)
     forecast = [10.0] * 2 + [8.5] * 10
     obs = observation([1.0] * 12, forecast, workload)
     replayed = replay(obs, workload)
-    recorded = replay(obs, workload, asks=steps([10] * 2 + [9] * 10).astype(float))
+    recorded = replay(obs, workload, asks=steps([10.0] * 2 + [8.5] * 10).astype(float))
     assert (replayed.asks_source, recorded.asks_source) == ("replayed", "recorded")
     assert replayed.asks.tolist() == recorded.asks.tolist()
-    assert replayed.prewarm.asked[-1] == 9
-    assert recorded.prewarm.asked[-1] == 10
+    assert replayed.prewarm.asked.tolist() == recorded.prewarm.asked.tolist()
+    assert recorded.prewarm.asked[-1] == 9
+    # A recorded series that differs from the replay is what the fleet follows.
+    higher = replay(obs, workload, asks=steps([10.0] * 12).astype(float))
+    assert higher.prewarm.asked[-1] == 10
 
 
 def test_recorded_asks_are_used_from_the_coverage_on_gaps_filled_by_the_replay() -> None:

@@ -33,6 +33,7 @@ from forecaster.backtest.frontier import run_policy
 from forecaster.backtest.metrics import compute_metrics
 from forecaster.backtest.shadow import recorded_replicas
 from forecaster.backtest.simulator import simulate
+from forecaster.capacity import desired_replicas
 from forecaster.resampling import resample_demand
 from forecaster.scenarios import gpu_inference_demand
 from prewarm.cli import cli
@@ -56,7 +57,8 @@ CELLS = DAYS * 86400 // STEP
 PERIOD = SHADOW_DAYS * 86400 // STEP  # cells replayed, the last ones of the week
 STEPS = PERIOD * PER_CELL  # simulation steps replayed
 CAPACITY = {"chat": 5.0, "code": 2.0}
-RECORDED_ASK = 25  # what serve --shadow "recorded" for chat: well above the replayed asks
+# The forecast demand serve --shadow "recorded" for chat: well above the replayed one.
+RECORDED_DEMAND = 100.0
 # The issue's bound: the shadow's hybrid fleet against the backtest's on the same inputs.
 BACKTEST_TOLERANCE = 0.02
 
@@ -114,13 +116,13 @@ def cluster(prometheus_factory: Callable[..., Any], tmp_path_factory: Any) -> Cl
     chat, code = demand(5, 40.0), demand(6, 10.0)
     billed, ready = reactive_hpa(chat)
     chat_only = {"deployment": "chat"}
-    asked = np.full(STEPS, float(RECORDED_ASK))
+    asked = np.full(STEPS, RECORDED_DEMAND)
     server = prometheus_factory([
         Gauge("demand", [({"workload": "chat"}, points(chat)),
                          ({"workload": "code"}, points(code))]),
         Gauge("kube_deployment_status_replicas", [(chat_only, points(billed, SIM))]),
         Gauge("kube_deployment_status_replicas_available", [(chat_only, points(ready, SIM))]),
-        Gauge("prewarm_desired_replicas",
+        Gauge("prewarm_forecast_demand",
               [({"workload": "chat"}, points(asked, SIM, END - STEPS * SIM))]),
     ])  # fmt: skip
     root = tmp_path_factory.mktemp("shadow")
@@ -251,13 +253,23 @@ def test_recorded_asks_are_used_and_the_numbers_follow_them(
     assert chat["asks_source"] == "recorded"
     assert chat["asks_coverage"] == 1.0
     series = pd.read_csv(out / "series" / "chat.csv")
-    assert set(series["prewarm_asks"]) == {RECORDED_ASK}
-    # An HPA reading a constant desired-replicas metric at target 1 holds it, so the hybrid
-    # fleet is max(the constant, the replicas the cluster ran).
     policy = load_champion("shadow", cluster.uri).model.policies["chat"]
+    spec = policy.spec
+    # The asks are the desired replicas of the recorded forecast demand...
+    (asked,) = desired_replicas(
+        np.array([RECORDED_DEMAND]),
+        capacity_per_replica=spec.capacity_per_replica,
+        target_utilization=policy.forecast_u,
+        min_replicas=spec.min_replicas,
+        max_replicas=spec.max_replicas,
+    )
+    assert asked >= 20
+    assert set(series["prewarm_asks"]) == {asked}
+    # ...and an HPA reading a constant forecast demand holds them, so the hybrid fleet is
+    # max(that count, the replicas the cluster ran).
     billed = cluster.series["billed"][-STEPS:]
     rate = resample_demand(cluster.series["chat"][-PERIOD:], STEP, SIM)
-    fleet = simulate(rate, np.maximum(RECORDED_ASK, billed), policy.spec, step_seconds=SIM)
+    fleet = simulate(rate, np.maximum(asked, billed), spec, step_seconds=SIM)
     expected = compute_metrics(fleet, policy.spec)
     prewarm = chat["prewarm"]
     assert prewarm["replica_hours"] == pytest.approx(expected.replica_hours, rel=1e-9)
@@ -282,7 +294,7 @@ def test_without_recorded_asks_the_report_replays_and_says_so(
     code = document["workloads"]["code"]
     assert code["asks_source"] == "replayed"
     assert code["asks_coverage"] == 0.0
-    query = """'prewarm_desired_replicas{workload="code"}'"""
+    query = """'prewarm_forecast_demand{workload="code"}'"""
     note = f"code: asks: replayed from the champion, none recorded ({query})"
     markdown = (out / "shadow.md").read_text()
     assert note in markdown
