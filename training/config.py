@@ -39,7 +39,12 @@ optional: the replicas the cluster ran and how many were ready, e.g.
 ``capacity_per_replica`` (required), ``cold_start`` (duration or ``{kind, seconds, low,
 high, sigma}``), ``target_utilization``, ``min_replicas``, ``max_replicas``,
 ``replica_hour_cost``, ``slo_latency``, ``slo_unserved_fraction``, ``tier``, ``quantile`` or
-``miss_cost`` + ``idle_cost``); ``policy`` (maps onto
+``miss_cost`` + ``idle_cost``; ``cold_start`` and ``capacity_per_replica`` may be ``auto``:
+measured by training, see :mod:`training.measured`); ``measured`` (prometheus only:
+``pods``, label matchers of the workload's pods in kube-state-metrics, e.g.
+``pod=~"chat-.*"``; ``queue``, PromQL of the requests waiting; ``cold_start_quantile``
+(0.9), ``min_starts`` (5), ``cold_start_fallback`` (``5m``), ``load_quantile`` (0.95));
+``policy`` (maps onto
 :class:`forecaster.workload.WorkloadPolicy`: ``hold``, ``decision_delay``, and the tuned
 settings of the two paths, each optional: ``quantile`` (the forecast path's, in (0, 1),
 default ``capacity``'s tau), ``forecast_utilization`` and ``target_utilization`` (of the
@@ -80,6 +85,10 @@ concurrently, 8).
 ``training``: ``on_workload_failure`` (``fail``, the default: a workload whose history cannot
 be fetched or fails validation stops the run; ``skip``: the other workloads are trained and
 the skipped ones named in the log, the result message and the MLflow run's tags).
+
+``compute``: ``scheduler`` (the address of an existing Dask scheduler, ``tcp://HOST:8786``:
+the per-workload backtests of ``prewarm backtest --config`` and ``prewarm train --tune`` run
+on its workers; ``--dask-scheduler`` overrides it; see ``docs/scale.md``).
 """
 
 from __future__ import annotations
@@ -111,6 +120,7 @@ from forecaster.models import MODELS
 from forecaster.policies import POLICIES
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.workload import DEFAULT_TOLERANCE, TUNED, ColdStart, WorkloadPolicy, WorkloadSpec
+from training.compute import scheduler_address
 from training.documents import dumps
 
 logger = logging.getLogger(__name__)
@@ -299,12 +309,41 @@ class ColdStartConfig(_Strict):
         return ColdStart.fixed(float(self.seconds if self.seconds is not None else 300))
 
 
+AUTO = "auto"
+"""A ``cold_start`` or ``capacity_per_replica`` measured by training (:mod:`training.measured`)."""
+
+
+class MeasuredConfig(_Strict):
+    """Where a workload's ``auto`` cold start and capacity are measured (Prometheus only)."""
+
+    pods: str | None = Field(
+        default=None,
+        min_length=1,
+        description='Label matchers of the workload\'s pods, e.g. pod=~"chat-.*".',
+    )
+    queue: str | None = Field(
+        default=None, min_length=1, description="PromQL of the requests waiting (one series)."
+    )
+    cold_start_quantile: float = Field(
+        default=0.9, gt=0, lt=1, description="Quantile of the observed cold starts used."
+    )
+    min_starts: int = Field(default=5, ge=1, description="Fewer observed starts fall back.")
+    cold_start_fallback: Seconds = Field(
+        default=300, description="Cold start used when fewer than `min_starts` were observed."
+    )
+    load_quantile: float = Field(
+        default=0.95, gt=0, lt=1, description="Without `queue`: quantile of demand per replica."
+    )
+
+
 class CapacityConfig(_Strict):
     """Capacity, cost and service level of a workload (becomes a ``WorkloadSpec``)."""
 
-    capacity_per_replica: float = Field(description="Demand one warm replica serves.")
-    cold_start: Seconds | ColdStartConfig = Field(
-        default=300, description="Seconds from asking for a replica to it serving."
+    capacity_per_replica: float | Literal["auto"] = Field(
+        description="Demand one warm replica serves, or `auto` (measured)."
+    )
+    cold_start: Seconds | ColdStartConfig | Literal["auto"] = Field(
+        default=300, description="Seconds from asking for a replica to it serving, or `auto`."
     )
     target_utilization: float = Field(default=0.8, description="Fraction of capacity aimed for.")
     min_replicas: int = Field(default=1, description="Lower bound on replicas.")
@@ -319,9 +358,26 @@ class CapacityConfig(_Strict):
     miss_cost: float | None = Field(default=None, description="Cost of a unit of unserved demand.")
     idle_cost: float | None = Field(default=None, description="Cost of the capacity serving it.")
 
+    @property
+    def auto(self) -> tuple[str, ...]:
+        """The fields left to be measured (``auto``)."""
+        return tuple(f for f in ("cold_start", "capacity_per_replica") if getattr(self, f) == AUTO)
+
     def to_spec(self) -> WorkloadSpec:
-        """The core's validated :class:`WorkloadSpec`."""
+        """The core's validated :class:`WorkloadSpec`.
+
+        Raises
+        ------
+        ConfigError
+            A field is still ``auto``: training measures it first.
+        """
+        if self.auto:
+            raise ConfigError(
+                f"capacity.{self.auto[0]} is `auto`: `prewarm train` measures it; "
+                "give a value to use it elsewhere"
+            )
         cold = self.cold_start
+        assert not isinstance(cold, str) and not isinstance(self.capacity_per_replica, str)
         return WorkloadSpec(
             capacity_per_replica=self.capacity_per_replica,
             cold_start=cold.to_cold_start() if isinstance(cold, ColdStartConfig) else float(cold),
@@ -339,8 +395,10 @@ class CapacityConfig(_Strict):
 
     @model_validator(mode="after")
     def _valid_spec(self) -> CapacityConfig:
+        # An `auto` field is checked once measured; the others are checked now.
+        stand_in = {"cold_start": 300, "capacity_per_replica": 1.0}
         try:
-            self.to_spec()
+            self.model_copy(update={f: stand_in[f] for f in self.auto}).to_spec()
         except ConfigError as exc:  # the core names the field; pydantic adds the path
             raise ValueError(str(exc)) from None
         return self
@@ -420,6 +478,9 @@ class WorkloadConfig(_Strict):
     )
     capacity: CapacityConfig = Field(description="Capacity, cost and service level.")
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Planning settings.")
+    measured: MeasuredConfig = Field(
+        default_factory=MeasuredConfig, description="Where `auto` values are measured."
+    )
 
     @model_validator(mode="after")
     def _ready_needs_replicas(self) -> WorkloadConfig:
@@ -428,7 +489,22 @@ class WorkloadConfig(_Strict):
                 f"`ready_replicas` needs a `replicas` query, got ready_replicas "
                 f"{self.ready_replicas!r} without one"
             )
+        auto = self.capacity.auto
+        if "cold_start" in auto and self.measured.pods is None:
+            raise ValueError("`capacity.cold_start: auto` needs a `measured.pods` selector")
+        no_ready = self.measured.pods is None and self.ready_replicas is None
+        if "capacity_per_replica" in auto and no_ready:
+            raise ValueError(
+                "`capacity.capacity_per_replica: auto` needs `ready_replicas` or a "
+                "`measured.pods` selector (the ready pods)"
+            )
         return self
+
+    @property
+    def measures(self) -> bool:
+        """Whether training measures this workload (an `auto` field or a `measured` query)."""
+        measured = self.measured
+        return bool(self.capacity.auto) or measured.pods is not None or measured.queue is not None
 
     @field_validator("covariates")
     @classmethod
@@ -629,6 +705,21 @@ class TrainingConfig(_Strict):
     )
 
 
+class ComputeConfig(_Strict):
+    """Where the per-workload backtests run (``prewarm backtest --config``, ``train --tune``)."""
+
+    scheduler: str | None = Field(
+        default=None,
+        description="Address of an existing Dask scheduler, tcp://HOST:8786 (default: none, "
+        "this process); --dask-scheduler overrides it. See docs/scale.md.",
+    )
+
+    @field_validator("scheduler")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        return None if value is None else scheduler_address(value)
+
+
 class TrainConfig(_Strict):
     """The whole file."""
 
@@ -647,6 +738,9 @@ class TrainConfig(_Strict):
     training: TrainingConfig = Field(
         default_factory=TrainingConfig, description="Partial-failure policy of training."
     )
+    compute: ComputeConfig = Field(
+        default_factory=ComputeConfig, description="Where the backtests run."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -659,6 +753,12 @@ class TrainConfig(_Strict):
             if missing:
                 raise ValueError(f"workloads {missing} need a `demand` PromQL query")
         else:
+            measuring = [w.name for w in self.workloads if w.measures]
+            if measuring:
+                raise ValueError(
+                    f"`auto` and `measured` are read from Prometheus only; workloads "
+                    f"{measuring} use them with source type {self.source.type!r}"
+                )
             with_covariates = [w.name for w in self.workloads if w.covariates]
             if with_covariates:
                 raise ValueError(
@@ -753,8 +853,9 @@ class TrainConfig(_Strict):
 
 
 # Parts of a pydantic error location that name a member of a union, not a key of the file:
-# "function-before[_seconds(), int]", "literal[0]", "ColdStartConfig", the source tags.
-_UNION_TAG = re.compile(r"[\[(]|^[A-Z]|^function-|^(prometheus|file|replay)$")
+# "function-before[_seconds(), int]", "literal[0]", "ColdStartConfig", the source tags, and
+# the "float" of a number that may also be `auto`.
+_UNION_TAG = re.compile(r"[\[(]|^[A-Z]|^function-|^(prometheus|file|replay|float)$")
 
 # pydantic's error types, said in the project's words ({...} filled from the error's ctx).
 _MESSAGES = {

@@ -46,6 +46,7 @@ from training.documents import dumps
 from training.exceptions import ModelLoadError
 from training.folds import EvaluationFolds
 from training.gate import GateDecision, decide
+from training.measured import log_measured, resolve_measured
 from training.registry import CHAMPION, champion_version, load_model_version
 from training.scoring import ModelScore, score_model
 from training.settings import resolve_tracking_uri
@@ -144,7 +145,6 @@ def run_training(
     """
     stages = 5 + config.evaluation.folds
     done = 0
-    policies = _resolve_policies(config, policies)
 
     def tick(stage: str) -> None:
         nonlocal done
@@ -159,6 +159,9 @@ def run_training(
     source = source or make_source(config.source.type, config.source)
     skip = config.training.on_workload_failure == "skip"
     try:
+        # `auto` cold starts and capacities are measured first: they shape the horizons.
+        config, measured = resolve_measured(config, source)
+        policies = _resolve_policies(config, policies)
         tick("pull history")
         history, skipped = pull_workloads(config, source)
     finally:
@@ -265,6 +268,7 @@ def run_training(
         tags=skipped.tags(),
     )
     run_id, version = log_run(client, experiment_id, record)
+    log_measured(client, run_id, measured)
     tick("promote")
     if promote and decision.promote:
         client.set_registered_model_alias(name, CHAMPION, version)
