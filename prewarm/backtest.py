@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -16,6 +17,19 @@ from training.documents import dumps
 DEFAULT_POLICIES = "static,reactive,seasonal-naive,predictive,hybrid,oracle"
 DEFAULT_MIN_EVAL = 3 * 86400
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def dask_scheduler_option(runs: str) -> Callable[[F], F]:
+    """``--dask-scheduler ADDRESS``: where the per-workload backtests run (what ``runs``)."""
+    return click.option(
+        "--dask-scheduler",
+        metavar="ADDRESS",
+        help=f"{runs} on the workers of the existing Dask scheduler at ADDRESS "
+        "(tcp://HOST:8786; default: the config's compute.scheduler, else in this process). "
+        "Needs prewarm[dask]; see docs/scale.md.",
+    )
+
 
 @click.command(
     epilog=epilog(
@@ -23,7 +37,8 @@ DEFAULT_MIN_EVAL = 3 * 86400
         FAILURE="unexpected failure (e.g. the MLflow store of --config cannot be read)",
         CONFIG="a malformed flag, an unknown name, or a bad --config file",
         DATA="the data cannot be read, holds values out of range, or is too short for the\n"
-        "     flags (the message names the row, or the flags to change)",
+        "     flags (the message names the row, or the flags to change); or the Dask\n"
+        "     scheduler does not answer",
     )
 )
 @click.argument("data", required=False, type=click.Path(dir_okay=False, path_type=Path))
@@ -35,6 +50,7 @@ DEFAULT_MIN_EVAL = 3 * 86400
     "model and policies) and score the policy it registers, and the champion's.",
 )
 @click.option("--workload", help="With --config: only this workload.")
+@dask_scheduler_option("With --config: run the workloads' backtests")
 @click.option("--tracking-uri", help="With --config: the MLflow store (default: the config's).")
 @click.option("--value-col", help="Column holding the demand (default: detected).")
 @click.option("--step", "step", type=Duration(allow_auto=True), default="auto", show_default=True)
@@ -76,6 +92,7 @@ def backtest(
     data: Path | None,
     config_path: Path | None,
     workload: str | None,
+    dask_scheduler: str | None,
     tracking_uri: str | None,
     value_col: str | None,
     step: int | None,
@@ -114,8 +131,12 @@ def backtest(
         raise click.UsageError("give DATA or --config, not both and not neither")
     if config_path is not None:
         with user_errors():
-            _backtest_config(config_path, workload, tracking_uri, json_path, report_dir)
+            _backtest_config(
+                config_path, workload, dask_scheduler, tracking_uri, json_path, report_dir
+            )
         return
+    if dask_scheduler is not None:
+        raise click.UsageError("--dask-scheduler runs the workloads of --config")
     assert data is not None
     with user_errors():
         import numpy as np
@@ -180,6 +201,7 @@ def backtest(
 def _backtest_config(
     config_path: Path,
     workload: str | None,
+    dask_scheduler: str | None,
     tracking_uri: str | None,
     json_path: Path | None,
     report_dir: Path | None,
@@ -189,6 +211,7 @@ def _backtest_config(
     from prewarm import backtest_report
     from prewarm.config_backtest import backtest_workloads
     from prewarm.manifests import registered_policies
+    from training.compute import dask_client
     from training.config import load_config
     from training.pipeline import pull_history
     from training.settings import resolve_tracking_uri
@@ -204,21 +227,24 @@ def _backtest_config(
         )
     uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
     champion = registered_policies(config, uri)
-    source = make_source(config.source.type, config.source)
-    try:
-        history = pull_history(config, source)
-    finally:
-        source.close()
-    with stage_progress("backtest") as progress:
-        documents = backtest_workloads(
-            config,
-            config_path,
-            history,
-            report_dir,
-            registered=None if champion is None else champion.by_workload,
-            version=None if champion is None else champion.origin,
-            progress=progress,
-        )
+    # Connected before the pull: an unreachable scheduler fails before minutes of fetching.
+    with dask_client(dask_scheduler or config.compute.scheduler) as client:
+        source = make_source(config.source.type, config.source)
+        try:
+            history = pull_history(config, source)
+        finally:
+            source.close()
+        with stage_progress("backtest") as progress:
+            documents = backtest_workloads(
+                config,
+                config_path,
+                history,
+                report_dir,
+                registered=None if champion is None else champion.by_workload,
+                version=None if champion is None else champion.origin,
+                progress=progress,
+                client=client,
+            )
     out = console()
     for name, document in documents.items():
         out.print(f"[bold]{name}[/bold]")

@@ -12,17 +12,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.backtest.tuning import deployed_savings, score_setting
 from forecaster.workload import WorkloadPolicy
 from prewarm import backtest_report
+from training.compute import map_calls
 from training.config import TrainConfig
 from training.pipeline import model_params
 from training.sources import FetchedHistory
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 DAY = 86400
 RETRAIN_EVERY = 7 * DAY
@@ -37,44 +42,55 @@ def backtest_workloads(
     registered: Mapping[str, WorkloadPolicy] | None = None,
     version: str | None = None,
     progress: Any = None,
+    client: Client | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each workload's backtest document (see :func:`prewarm.backtest_report.to_json`),
     with its report written below ``out`` when given.
 
     ``registered`` (of model ``version``) adds ``deployed.registered``: hybrid at the
     registered policy's setting, and its savings against the others' tuned settings.
+    With a Dask ``client`` the backtests run on its cluster's workers (see
+    :mod:`training.compute`); the documents are the same as without.
     """
-    documents = {}
     policies = config.policies
-    for done, (name, policy) in enumerate(policies.items()):
-        part = history.frame[history.frame["series"] == name]
-        times = pd.DatetimeIndex(part["timestamp"])
-        settings = BacktestSettings(
-            spec=policy.spec,
-            train_window=config.evaluation.train_window,
-            retrain_every=RETRAIN_EVERY,
-            model=config.model.name,
-            model_params=model_params(config),
-            hold=policy.hold,
-            seed=config.evaluation.seed,
-        )
-        result = backtest(part["value"].to_numpy(), times, history.step, settings)
+    calls = {
+        name: _backtest_call(config, history, name, policy) for name, policy in policies.items()
+    }
+    documents = {}
+    for done, (name, result) in enumerate(map_calls(backtest, calls, client)):
+        seed = config.evaluation.seed
         document = backtest_report.to_json(result, {"path": str(config_path), "workload": name})
         if registered is not None and name in registered:
-            served = score_setting(
-                result.observation, "hybrid", registered[name].settings(), settings.seed
-            )
+            served = score_setting(result.observation, "hybrid", registered[name].settings(), seed)
             document["deployed"]["registered"] = {
                 "version": version,
                 **backtest_report.deployed_row(served),
                 "savings": deployed_savings({**result.deployed, "hybrid": served}),
             }
         if out is not None:
-            backtest_report.write_report(result, document, out / name, settings.seed)
+            backtest_report.write_report(result, document, out / name, seed)
         documents[name] = document
         if progress is not None:
             progress("backtest", done + 1, len(policies))
-    return documents
+    # On a cluster the backtests complete in any order; the documents keep the config's.
+    return {name: documents[name] for name in policies}
+
+
+def _backtest_call(
+    config: TrainConfig, history: FetchedHistory, name: str, policy: WorkloadPolicy
+) -> tuple[np.ndarray, pd.DatetimeIndex, int, BacktestSettings]:
+    """The arguments of workload ``name``'s :func:`forecaster.backtest.run.backtest`."""
+    part = history.frame[history.frame["series"] == name]
+    settings = BacktestSettings(
+        spec=policy.spec,
+        train_window=config.evaluation.train_window,
+        retrain_every=RETRAIN_EVERY,
+        model=config.model.name,
+        model_params=model_params(config),
+        hold=policy.hold,
+        seed=config.evaluation.seed,
+    )
+    return part["value"].to_numpy(), pd.DatetimeIndex(part["timestamp"]), history.step, settings
 
 
 def tuned_policies(

@@ -7,7 +7,8 @@ Exit codes (see :mod:`prewarm.exit_codes`)
 1  unexpected failure (e.g. the MLflow store cannot be opened or written)
 2  bad configuration (the message names the field and the value)
 3  data-source failure: the source could not deliver usable history (server down, timeout,
-   HTTP error, malformed answer, a query with no series, or too short / gappy / flat / dead)
+   HTTP error, malformed answer, a query with no series, or too short / gappy / flat / dead),
+   or the Dask scheduler of ``--tune`` does not answer
 4  trained and registered, but not promoted: the gate kept the champion
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 
 import click
 
+from prewarm.backtest import dask_scheduler_option
 from prewarm.exit_codes import ExitCode, epilog, exit_code, fail
 from prewarm.options import (
     config_option,
@@ -40,7 +42,8 @@ EXIT_DATA = ExitCode.DATA
         OK="promoted, registered with --no-promote, or already trained on this data",
         FAILURE="unexpected failure (e.g. MLflow store unreachable)",
         CONFIG="bad configuration",
-        DATA="data-source failure (unreachable, bad answer, no series, unusable history)",
+        DATA="data-source failure (unreachable, bad answer, no series, unusable history),\n"
+        "     or the Dask scheduler does not answer",
         NOT_PROMOTED="trained and registered, not promoted (the champion stays)",
     )
 )
@@ -53,6 +56,7 @@ EXIT_DATA = ExitCode.DATA
     help="Backtest each workload first (as `prewarm backtest --config` does) and register "
     "hybrid's setting tuned out of sample as its policy, instead of the config's settings.",
 )
+@dask_scheduler_option("With --tune: run the workloads' backtests (the fit stays here)")
 @log_level_option(default="INFO")
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs only).")
 def train(
@@ -60,6 +64,7 @@ def train(
     tracking_uri: str | None,
     no_promote: bool,
     tune: bool,
+    dask_scheduler: str | None,
     log_level: str,
     no_progress: bool,
 ) -> None:
@@ -74,6 +79,8 @@ def train(
     from training.config import load_config
     from training.pipeline import Outcome, run_training
 
+    if dask_scheduler is not None and not tune:
+        raise click.UsageError("--dask-scheduler runs the backtests of --tune: give --tune too")
     configure_logging(log_level)
     log = logging.getLogger("prewarm.train")
     try:
@@ -82,7 +89,7 @@ def train(
         fail(str(exc), ExitCode.CONFIG)
     try:
         with stage_progress("train", hidden=no_progress) as progress:
-            policies = _tuned(config, config_path, progress) if tune else None
+            policies = _tuned(config, config_path, dask_scheduler, progress) if tune else None
             result = run_training(
                 config,
                 tracking_uri=tracking_uri,
@@ -102,19 +109,25 @@ def train(
         sys.exit(ExitCode.NOT_PROMOTED)
 
 
-def _tuned(config: Any, config_path: Path, progress: Any) -> dict[str, Any]:
+def _tuned(
+    config: Any, config_path: Path, dask_scheduler: str | None, progress: Any
+) -> dict[str, Any]:
     """``--tune``: each workload's policy with hybrid's out-of-sample tuned settings."""
     from prewarm.config_backtest import backtest_workloads, tuned_policies
+    from training.compute import dask_client
     from training.pipeline import pull_workloads
     from training.sources import make_source
 
-    source = make_source(config.source.type, config.source)
-    try:
-        history, skipped = pull_workloads(config, source)
-    finally:
-        source.close()
-    kept = skipped.config_without(config)
-    documents = backtest_workloads(kept, config_path, history, None, progress=progress)
+    with dask_client(dask_scheduler or config.compute.scheduler) as client:
+        source = make_source(config.source.type, config.source)
+        try:
+            history, skipped = pull_workloads(config, source)
+        finally:
+            source.close()
+        kept = skipped.config_without(config)
+        documents = backtest_workloads(
+            kept, config_path, history, None, progress=progress, client=client
+        )
     tuned = tuned_policies(kept, documents)
     for name, policy in tuned.items():
         hybrid = documents[name]["deployed"]["policies"]["hybrid"]

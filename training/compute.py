@@ -1,0 +1,149 @@
+"""The Dask cluster that per-workload backtests run on: a client connected to an existing
+scheduler by its address, and pure :mod:`forecaster` calls mapped to its workers.
+
+Only the calls go to the workers; their results come back to the calling process, which
+writes the reports and logs to MLflow. Without an address every call runs here, in order,
+as it always did. ``dask[distributed]`` is an optional dependency (``pip install
+'prewarm[dask]'``), imported only when an address is given. See ``docs/scale.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
+
+from forecaster.exceptions import ConfigError, shown
+from training.exceptions import SourceError
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+R = TypeVar("R")
+
+SCHEMES = ("tcp", "tls")
+CONNECT_TIMEOUT = 10.0  # seconds; dask retries a refused connection until then
+
+
+class ComputeError(SourceError):
+    """The Dask cluster cannot be reached, or lost the work: like a source that fails, a
+    service outside the run, so it exits as a source failure does (code 3)."""
+
+
+def scheduler_address(address: str) -> str:
+    """``address`` if it is ``tcp://HOST:PORT`` or ``tls://HOST:PORT``.
+
+    Raises
+    ------
+    ConfigError
+        Naming the address otherwise.
+
+    Examples
+    --------
+    >>> scheduler_address("tcp://dask-scheduler:8786")
+    'tcp://dask-scheduler:8786'
+    """
+    try:
+        parts = urlsplit(address)
+        port = parts.port
+    except ValueError:
+        port = None
+    if (
+        port is None
+        or parts.scheme not in SCHEMES
+        or not parts.hostname
+        or parts.path not in ("", "/")
+        or parts.query
+    ):
+        raise ConfigError(
+            f"a Dask scheduler address is tcp://HOST:PORT or tls://HOST:PORT, got {shown(address)}"
+        )
+    return address
+
+
+@contextmanager
+def dask_client(address: str | None, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client | None]:
+    """A client of the Dask scheduler at ``address``, closed on exit; ``None`` without one.
+
+    A ``tls://`` scheduler takes its certificates from dask's own configuration
+    (``distributed.comm.tls``, or the ``DASK_DISTRIBUTED__COMM__TLS__*`` variables).
+
+    Raises
+    ------
+    ConfigError
+        When the address is malformed, or dask is not installed.
+    ComputeError
+        When the scheduler does not answer within ``timeout`` seconds.
+    """
+    if address is None:
+        yield None
+        return
+    scheduler_address(address)
+    try:
+        from distributed import Client
+    except ImportError as exc:
+        raise ConfigError(
+            "a Dask scheduler needs dask[distributed]: pip install 'prewarm[dask]'"
+        ) from exc
+    try:
+        client = Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise ComputeError(
+            f"the Dask scheduler {shown(address)} did not answer within {timeout:g} s "
+            "(check the address, and that the scheduler runs and is reachable from here)"
+        ) from exc
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def map_calls(
+    function: Callable[..., R],
+    calls: Mapping[str, Sequence[Any]],
+    client: Client | None,
+) -> Iterator[tuple[str, R]]:
+    """Each ``function(*calls[name])`` with its ``name``: computed here, in order, without
+    a client; on the cluster's workers, yielded as they complete, with one.
+
+    ``function`` must be pure and importable on the workers (a module-level
+    :mod:`forecaster` function): the cluster runs it on pickled arguments.
+
+    Raises
+    ------
+    ComputeError
+        When the cluster loses a call (a worker dies, the scheduler goes away) or its
+        workers cannot import ``function``.
+    """
+    if client is None:
+        for name, args in calls.items():
+            yield name, function(*args)
+        return
+    from distributed import as_completed
+
+    # pure=False: two workloads with identical inputs are still two calls, two results.
+    futures = {client.submit(function, *args, pure=False): name for name, args in calls.items()}
+    for future in as_completed(futures, loop=client.loop):
+        name = futures[future]
+        yield name, _result(future, name)
+
+
+def _result(future: Any, name: str) -> Any:
+    """The future's value; the worker's own error when the call raised one."""
+    from concurrent.futures import CancelledError
+
+    from distributed.comm import CommClosedError
+    from distributed.scheduler import KilledWorker
+
+    try:
+        return future.result()
+    except ModuleNotFoundError as exc:
+        raise ComputeError(
+            f"the Dask workers cannot import {exc.name!r} to run {name!r}: run them from "
+            "the prewarm image (the same version as this process)"
+        ) from exc
+    except (KilledWorker, CommClosedError, CancelledError) as exc:
+        raise ComputeError(
+            f"the Dask cluster lost the work of {name!r}: {type(exc).__name__}: {str(exc)[:100]}"
+        ) from exc
