@@ -2,7 +2,8 @@
 
 Three days of 1-minute demand for two workloads, with the ready replicas chosen around a
 known capacity per replica and a vLLM-shaped queue (``vllm:num_requests_waiting``) that
-grows exactly when demand exceeds ready replicas x that capacity. kube-state-metrics-shaped
+grows exactly when demand exceeds ready replicas x that capacity (chat's ready replicas are
+its deployment's gauge, code's the sum of its pods' ready condition). kube-state-metrics-shaped
 pod series give each pod's creation and ready time (unix seconds): pods created before the
 lookback, a pod never ready and another namespace's pod with the same name prefix are not
 part of the distribution. Training with both fields ``auto`` registers policies planning
@@ -89,11 +90,20 @@ def pod_starts(name: str, seed: int) -> tuple[list[Any], list[Any], np.ndarray]:
 
 
 def workload_document(name: str) -> dict[str, Any]:
+    # chat's ready replicas come from its deployment's gauges; code's from its ready pods
+    # (the default query: kube_pod_status_ready of the pods the selector matches).
+    deployment = (
+        {}
+        if name == "code"
+        else {
+            "replicas": f'kube_deployment_status_replicas{{deployment="{name}"}}',
+            "ready_replicas": f'kube_deployment_status_replicas_available{{deployment="{name}"}}',
+        }
+    )
     return {
         "name": name,
         "demand": f'demand{{workload="{name}"}}',
-        "replicas": f'kube_deployment_status_replicas{{deployment="{name}"}}',
-        "ready_replicas": f'kube_deployment_status_replicas_available{{deployment="{name}"}}',
+        **deployment,
         "capacity": {"capacity_per_replica": "auto", "cold_start": "auto", "max_replicas": 80,
                      "slo_unserved_fraction": 0.01},
         "measured": {"pods": f'namespace="prod", pod=~"{name}-.*"',
@@ -133,7 +143,7 @@ def cluster(prometheus_factory: Callable[..., Any], tmp_path_factory: Any) -> Cl
     families: dict[str, list[Any]] = {
         "demand": [], "kube_deployment_status_replicas": [],
         "kube_deployment_status_replicas_available": [], "vllm:num_requests_waiting": [],
-        "kube_pod_created": [], "kube_pod_status_ready_time": [],
+        "kube_pod_created": [], "kube_pod_status_ready_time": [], "kube_pod_status_ready": [],
     }  # fmt: skip
     durations = {}
     for seed, (name, base) in enumerate((("chat", 40.0), ("code", 10.0)), start=1):
@@ -145,6 +155,12 @@ def cluster(prometheus_factory: Callable[..., Any], tmp_path_factory: Any) -> Cl
             "kube_deployment_status_replicas_available",
         ):
             families[family].append((deployment, points(series["ready"], STEP, START)))
+        by_pods = "ready_replicas" not in workload_document(name)
+        for slot in range(int(series["ready"].max()) if by_pods else 0):
+            # Pod `slot` is ready while more than `slot` replicas are.
+            labels = {"condition": "true", "namespace": "prod", "pod": f"{name}-slot-{slot}"}
+            ready_pod = (series["ready"] > slot).astype(float)
+            families["kube_pod_status_ready"].append((labels, points(ready_pod, STEP, START)))
         families["vllm:num_requests_waiting"].append(
             ({"model_name": name, "pod": f"{name}-0000"}, points(series["queue"], STEP, START))
         )
