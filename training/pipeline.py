@@ -1,5 +1,7 @@
 """The nightly retraining job behind ``prewarm train``.
 
+0. **measure** the cold start and capacity of workloads that set them to ``auto`` (see
+   :mod:`training.measured`): the run plans, registers and logs the measured values;
 1. **pull** each workload's history from the configured source over ``[end - lookback, end]``;
 2. **validate** it (enough history, share of gaps, flat or dead series);
 3. **skip** if a registered version was already trained on the same data with the same

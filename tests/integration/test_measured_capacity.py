@@ -20,13 +20,17 @@ from typing import Any
 import mlflow
 import numpy as np
 import pytest
+import yaml
+from click.testing import CliRunner
 
 from forecaster.scenarios import gpu_inference_demand
+from prewarm.cli import cli
+from prewarm.train import EXIT_DATA
 from tests.integration.prometheus import Gauge
 from training.config import parse_config
 from training.exceptions import NoSeriesError
 from training.measured import resolve_measured
-from training.pipeline import run_training
+from training.pipeline import TrainResult, run_training
 from training.registry import load_champion
 from training.sources import make_source
 
@@ -131,11 +135,15 @@ class Cluster:
         self.root, self.url, self.durations = root, url, durations
         self.uri = f"sqlite:///{root / 'mlflow.db'}"
 
-    def config(self, **changes: Any) -> Any:
+    def document(self, **changes: Any) -> dict[str, Any]:
+        """The configuration, with ``changes`` in every workload's ``measured`` section."""
         document = config_document(self.root, self.url)
         for workload in document["workloads"]:
             workload["measured"].update(changes)
-        return parse_config(document)
+        return document
+
+    def config(self, **changes: Any) -> Any:
+        return parse_config(self.document(**changes))
 
 
 @pytest.fixture(scope="module")
@@ -224,11 +232,17 @@ def test_a_selector_matching_no_pod_names_the_workload(cluster: Cluster) -> None
         source.close()
 
 
-def test_auto_trains_a_model_whose_policies_use_the_measured_values(
-    cluster: Cluster, measured: dict[str, Any]
-) -> None:
+@pytest.fixture(scope="module")
+def trained(cluster: Cluster) -> TrainResult:
     result = run_training(cluster.config(), tracking_uri=cluster.uri)
     assert result.version == "1", result.message
+    return result
+
+
+def test_auto_trains_a_model_whose_policies_use_the_measured_values(
+    cluster: Cluster, measured: dict[str, Any], trained: TrainResult
+) -> None:
+    result = trained
     policies = load_champion("measured", cluster.uri).model.policies
     for name in ("chat", "code"):
         spec = policies[name].spec
@@ -242,3 +256,25 @@ def test_auto_trains_a_model_whose_policies_use_the_measured_values(
         a.path for a in mlflow.MlflowClient(cluster.uri).list_artifacts(result.run_id, "measured")
     ]
     assert artifacts == ["measured/cold_start.png"]
+
+
+def cli_train(cluster: Cluster, name: str, **changes: Any) -> Any:
+    path = cluster.root / name
+    path.write_text(yaml.safe_dump(cluster.document(**changes)))
+    arguments = ["train", "--config", str(path), "--tracking-uri", cluster.uri, "--no-progress"]
+    return CliRunner().invoke(cli, arguments)
+
+
+def test_the_cli_measures_the_same_values_and_has_nothing_to_do(
+    cluster: Cluster, trained: TrainResult
+) -> None:
+    outcome = cli_train(cluster, "same.yaml")
+    assert outcome.exit_code == 0, outcome.output
+    assert "version 1 of 'measured' was trained on the same data" in outcome.output
+
+
+def test_the_cli_names_the_workload_whose_pods_match_nothing(cluster: Cluster) -> None:
+    outcome = cli_train(cluster, "typo.yaml", pods='pod=~"nothing-.*"')
+    assert outcome.exit_code == EXIT_DATA, outcome.output
+    assert "no kube_pod_created series match the pods of workload 'chat'" in outcome.output
+    assert "Traceback" not in outcome.output
