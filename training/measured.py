@@ -5,7 +5,7 @@ has them measured before training, over the source's lookback (see ``docs/measur
 
 * the cold start from kube-state-metrics' pod series selected by ``measured.pods``:
   ``kube_pod_created`` and ``kube_pod_status_ready_time`` (unix seconds), joined on
-  ``namespace`` and ``pod``; each pod created in the lookback and ready is one observation;
+  ``namespace``, ``pod`` and ``uid``; each pod created in the lookback and ready is one observation;
 * the capacity from the workload's demand, its ready replicas (``ready_replicas``, default
   the ready pods of ``measured.pods``) and, when given, ``measured.queue`` (e.g.
   ``sum(vllm:num_requests_waiting{model_name="chat"})``).
@@ -137,8 +137,12 @@ def pod_times(
 
 def _per_pod(
     workload: str, metric: str, pods: str, source: PrometheusSource, window: tuple[int, int, int]
-) -> dict[tuple[str, str], float]:
-    """``{(namespace, pod): value}`` of ``metric``'s largest value over the window."""
+) -> dict[tuple[str, str, str], float]:
+    """``{(namespace, pod, uid): value}`` of ``metric``'s largest value over the window.
+
+    The uid tells apart the pods a StatefulSet re-creates under one name; two
+    kube-state-metrics replicas report the same pod under one key.
+    """
     start, end, step = window
     query = f"max_over_time({metric}{{{pods}}}[{end - start + step}s])"
     # One grid point at the window's end: the source's range query, with its retries,
@@ -155,7 +159,8 @@ def _per_pod(
                 f"Query: {shown(query)}"
             ) from exc
         if math.isfinite(value):
-            out[(labels.get("namespace", ""), labels.get("pod", ""))] = value
+            key = (labels.get("namespace", ""), labels.get("pod", ""), labels.get("uid", ""))
+            out[key] = value
     return out
 
 

@@ -80,6 +80,12 @@ def pod_starts(name: str, seed: int) -> tuple[list[Any], list[Any], np.ndarray]:
         labels = {"namespace": "prod", "pod": f"{name}-{i:04d}", "uid": f"{name}-{i}"}
         created_series.append((labels, constant(c, c, c + LIFETIME)))
         ready_series.append((labels, constant(c + d, c + d, c + LIFETIME)))
+    # Pod 0's name re-created (as a StatefulSet does) under a new uid: another start.
+    again = {"namespace": "prod", "pod": f"{name}-0000", "uid": f"{name}-again"}
+    recreated = END - LIFETIME - 600.0
+    created_series.append((again, constant(recreated, recreated, recreated + LIFETIME)))
+    ready_series.append((again, constant(recreated + 100, recreated + 100, recreated + LIFETIME)))
+    durations = np.append(durations, 100.0)
     # Created before the lookback (a very slow start), never ready, and another namespace:
     # none of them is a start of this workload in the lookback.
     early = {"namespace": "prod", "pod": f"{name}-early", "uid": f"{name}-e"}
@@ -195,7 +201,8 @@ def test_measured_cold_start_p90_is_the_backfilled_one(
 ) -> None:
     cold = measured[name].cold_start
     truth = cluster.durations[name]
-    assert len(cold.durations) == PODS[name]  # the early, stuck and staging pods left out
+    # The re-created pod counts; the early, stuck and staging pods do not.
+    assert len(cold.durations) == PODS[name] + 1 == len(truth)
     assert abs(cold.seconds - np.quantile(truth, 0.9)) <= SCRAPE
     assert abs(cold.summary["median"] - np.median(truth)) <= SCRAPE
     assert cold.summary["max"] == pytest.approx(truth.max(), abs=SCRAPE)
@@ -220,6 +227,22 @@ def test_too_few_starts_fall_back_to_the_configured_value(cluster: Cluster) -> N
     assert not found["chat"].cold_start.measured
     assert resolved.workloads[0].spec.cold_start_model.seconds == 420.0
     assert "falls back to 420 s" in found["chat"].cold_start.describe()
+
+
+def test_a_configured_capacity_is_kept_and_the_estimate_reported_beside_it(
+    cluster: Cluster,
+) -> None:
+    document = cluster.document()
+    document["workloads"][0]["capacity"].update(capacity_per_replica=4.0, cold_start="6m")
+    source = make_source("prometheus", parse_config(document).source)
+    try:
+        resolved, found = resolve_measured(parse_config(document), source)
+    finally:
+        source.close()
+    spec = resolved.workloads[0].spec
+    assert (spec.capacity_per_replica, spec.cold_start_model.seconds) == (4.0, 360.0)
+    assert found["chat"].capacity.per_replica == pytest.approx(CAPACITY["chat"], rel=0.10)
+    assert found["chat"].configured_capacity == 4.0
 
 
 def test_a_selector_matching_no_pod_names_the_workload(cluster: Cluster) -> None:
@@ -250,8 +273,8 @@ def test_auto_trains_a_model_whose_policies_use_the_measured_values(
         assert spec.capacity_per_replica == measured[name].capacity.per_replica
         assert spec.capacity_per_replica == pytest.approx(CAPACITY[name], rel=0.10)
     run = mlflow.MlflowClient(cluster.uri).get_run(result.run_id)
-    assert run.data.metrics["measured.chat.cold_start_count"] == PODS["chat"]
-    assert run.data.params["measured.code.cold_start_source"] == f"q0.9 of {PODS['code']}"
+    assert run.data.metrics["measured.chat.cold_start_count"] == PODS["chat"] + 1
+    assert run.data.params["measured.code.cold_start_source"] == f"q0.9 of {PODS['code'] + 1}"
     artifacts = [
         a.path for a in mlflow.MlflowClient(cluster.uri).list_artifacts(result.run_id, "measured")
     ]
