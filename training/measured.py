@@ -148,7 +148,7 @@ def _per_pod(
     # One grid point at the window's end: the source's range query, with its retries,
     # timeouts and redaction, answers the per-pod vector there.
     result: list[dict[str, Any]] = source._request(workload, query, end, end, step)
-    out: dict[tuple[str, str], float] = {}
+    out: dict[tuple[str, str, str], float] = {}
     for item in result:
         labels = item.get("metric", {})
         try:
