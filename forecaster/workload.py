@@ -405,15 +405,17 @@ class WorkloadPolicy:
     def differences(self, other: WorkloadPolicy, ignore: Iterable[str] = ()) -> list[str]:
         """``"field old -> new"`` for every setting where ``other`` differs from this one.
 
-        ``ignore`` names top-level fields left out of the comparison (e.g. tuned settings
-        one side leaves to the other).
+        ``ignore`` names fields left out of the comparison (e.g. tuned settings one side
+        leaves to the other), in the dotted form the differences use: ``"quantile"``,
+        ``"spec.cold_start"`` (with every field under it).
         """
-        skipped = set(ignore)
+        skipped = tuple(ignore)
         ours, theirs = _flat(self.to_dict()), _flat(other.to_dict())
         return [
             f"{key} {ours.get(key)!r} -> {theirs.get(key)!r}"
             for key in sorted(set(ours) | set(theirs))
-            if ours.get(key) != theirs.get(key) and key not in skipped
+            if ours.get(key) != theirs.get(key)
+            and not any(key == s or key.startswith(f"{s}.") for s in skipped)
         ]
 
 

@@ -124,8 +124,9 @@ class WorkloadConfig:
     covariates : mapping of str to str, default {}
         Covariate column -> query.
     deferred : sequence of str, default ()
-        Tuned settings (names of :data:`forecaster.workload.TUNED`) the config file leaves
-        unset: the registered policy's values stand and are not compared.
+        Fields the config file leaves to the registered policy, which stand and are not
+        compared: unset tuned settings (names of :data:`forecaster.workload.TUNED`) and
+        measured capacity fields (``spec.cold_start``, ``spec.capacity_per_replica``).
     namespace : str, default "default"
         Kubernetes namespace of the workload's HPA: the External Metrics API answers for the
         workload only under ``/namespaces/<namespace>/``.
@@ -199,9 +200,9 @@ def refresh_config_from_project(config: TrainConfig) -> RefreshConfig:
             name=w.name,
             # File and replay sources read the series named by `demand` (default: the name).
             query=w.demand or w.name,
-            policy=w.workload_policy,
+            policy=w.declared_policy,
             covariates=dict(w.covariates),
-            deferred=w.policy.unset,
+            deferred=w.deferred,
             namespace=w.namespace,
         )
         for w in config.workloads

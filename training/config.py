@@ -393,12 +393,18 @@ class CapacityConfig(_Strict):
             idle_cost=self.idle_cost,
         )
 
+    def stand_in_spec(self) -> WorkloadSpec:
+        """The spec with a stand-in for each ``auto`` field: what the other fields validate
+        against, and what is compared with a registered policy that holds the measured
+        values (the stand-ins are left out of that comparison)."""
+        stand_in = {"cold_start": 300, "capacity_per_replica": 1.0}
+        return self.model_copy(update={f: stand_in[f] for f in self.auto}).to_spec()
+
     @model_validator(mode="after")
     def _valid_spec(self) -> CapacityConfig:
         # An `auto` field is checked once measured; the others are checked now.
-        stand_in = {"cold_start": 300, "capacity_per_replica": 1.0}
         try:
-            self.model_copy(update={f: stand_in[f] for f in self.auto}).to_spec()
+            self.stand_in_spec()
         except ConfigError as exc:  # the core names the field; pydantic adds the path
             raise ValueError(str(exc)) from None
         return self
@@ -523,9 +529,25 @@ class WorkloadConfig(_Strict):
     @property
     def workload_policy(self) -> WorkloadPolicy:
         """The workload's :class:`WorkloadPolicy`: its capacity and policy sections."""
+        return self._policy(self.spec)
+
+    @property
+    def declared_policy(self) -> WorkloadPolicy:
+        """The policy as the file states it, a stand-in for each ``auto`` field: what a
+        registered policy is checked against, leaving out :attr:`deferred`."""
+        return self._policy(self.capacity.stand_in_spec())
+
+    @property
+    def deferred(self) -> tuple[str, ...]:
+        """Fields the registered policy decides: tuned settings the file leaves unset, and
+        the measured (``auto``) capacity fields, as :meth:`WorkloadPolicy.differences`
+        names them."""
+        return (*self.policy.unset, *(f"spec.{name}" for name in self.capacity.auto))
+
+    def _policy(self, spec: WorkloadSpec) -> WorkloadPolicy:
         policy = self.policy
         return WorkloadPolicy(
-            self.spec,
+            spec,
             quantile=policy.quantile,
             forecast_utilization=policy.forecast_utilization,
             target_utilization=policy.target_utilization,

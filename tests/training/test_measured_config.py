@@ -83,3 +83,32 @@ def test_auto_needs_a_prometheus_source() -> None:
     data = document({"capacity_per_replica": "auto"}, {"pods": 'pod=~"chat-.*"'})
     data["source"] = {"type": "file", "path": "demand.csv"}
     assert "`auto` and `measured` are read from Prometheus only; workloads ['chat']" in error(data)
+
+
+def test_serve_checks_a_measured_workload_against_its_registered_policy_but_the_auto_fields() -> (
+    None
+):
+    from dataclasses import replace
+
+    from forecaster.workload import ColdStart
+    from serving.engine.drift import policy_drift
+    from serving.settings import refresh_config_from_project
+
+    config = parse_config(
+        document(
+            {"capacity_per_replica": "auto", "cold_start": "auto", "max_replicas": 40},
+            {"pods": 'pod=~"chat-.*"'},
+        )
+    )
+    (served,) = refresh_config_from_project(config).workloads
+    assert set(served.deferred) >= {"spec.cold_start", "spec.capacity_per_replica"}
+    # What training registered: the measured values in place of the stand-ins.
+    stand_in = served.policy.spec
+    measured = replace(stand_in, capacity_per_replica=4.2, cold_start=ColdStart.fixed(187.0))
+    registered = replace(served.policy, spec=measured)
+    assert policy_drift(served, registered, "3") is None
+    # Any field the file states is still compared.
+    other = replace(registered, spec=replace(measured, max_replicas=20))
+    assert policy_drift(served, other, "3") == (
+        "workload chat: max_replicas 20 -> 40 since version 3: retrain or revert"
+    )
