@@ -96,9 +96,10 @@ def _missing_sqlite(tracking_uri: str) -> bool:
 def resolve_policies(config: TrainConfig, config_path: Path, tracking_uri: str) -> Policies:
     """The registered policies of the workloads in ``config``, else the config's own."""
     registered = registered_policies(config, tracking_uri)
-    declared = config.policies
     if registered is None:
-        return Policies(declared, f"the config {config_path} (no registered policies)")
+        # A measured (`auto`) field has no value to render before training: refused here.
+        return Policies(config.policies, f"the config {config_path} (no registered policies)")
+    declared = [w.name for w in config.workloads]
     missing = sorted(set(declared) - set(registered.by_workload))
     if missing:
         from forecaster.exceptions import ConfigError

@@ -199,3 +199,39 @@ def test_a_bad_config_exits_2_naming_the_field(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "tolerance" in result.output and "1.5" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_measured_workload_renders_its_registered_values(tmp_path: Path) -> None:
+    # `auto` in the file: only the registered policy has the measured numbers to render.
+    measured = CONFIG.replace(
+        "capacity: {capacity_per_replica: 4, min_replicas: 2, max_replicas: 30}",
+        "capacity: {capacity_per_replica: auto, min_replicas: 2, max_replicas: 30}\n"
+        "    measured: {pods: 'pod=~\"chat-.*\"'}",
+    )
+    assert measured != CONFIG
+    path = tmp_path / "prewarm.yaml"
+    path.write_text(measured)
+    policies = {
+        "chat": WorkloadPolicy(
+            WorkloadSpec(capacity_per_replica=6.0, min_replicas=2, max_replicas=30),
+            forecast_utilization=1.0,
+        ),
+        "batch": WorkloadPolicy(WorkloadSpec(capacity_per_replica=0.05, max_replicas=8)),
+    }
+    uri = _register_champion(tmp_path, policies)
+    out = tmp_path / "out"
+    result = _run("--config", str(path), "--out", str(out), "--tracking-uri", uri)
+    assert result.exit_code == 0, result.output
+    forecast, _ = _load(out / "chat.hpa.yaml")["spec"]["metrics"]
+    assert forecast["external"]["target"]["averageValue"] == "6"  # 6 x 1.0, as measured
+    # Without a registered policy there is no value to render: a named error.
+    bare = _run(
+        "--config",
+        str(path),
+        "--out",
+        str(out),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'none.db'}",
+    )
+    assert bare.exit_code == 2, bare.output
+    assert "capacity.capacity_per_replica is `auto`" in bare.output
