@@ -24,6 +24,7 @@ R = TypeVar("R")
 
 SCHEMES = ("tcp", "tls")
 CONNECT_TIMEOUT = 10.0  # seconds; dask retries a refused connection until then
+WORKERS_TIMEOUT = 120.0  # seconds for a first worker to join: pods of a new cluster starting
 
 
 class ComputeError(SourceError):
@@ -63,8 +64,16 @@ def scheduler_address(address: str) -> str:
 
 
 @contextmanager
-def dask_client(address: str | None, timeout: float = CONNECT_TIMEOUT) -> Iterator[Client | None]:
+def dask_client(
+    address: str | None,
+    timeout: float = CONNECT_TIMEOUT,
+    workers_timeout: float = WORKERS_TIMEOUT,
+) -> Iterator[Client | None]:
     """A client of the Dask scheduler at ``address``, closed on exit; ``None`` without one.
+
+    The scheduler must answer within ``timeout`` seconds and have a worker within
+    ``workers_timeout``; its workers must run the same prewarm version as this process
+    (a worker that cannot unpickle a call would leave it waiting forever).
 
     A ``tls://`` scheduler takes its certificates from dask's own configuration
     (``distributed.comm.tls``, or the ``DASK_DISTRIBUTED__COMM__TLS__*`` variables).
@@ -74,7 +83,8 @@ def dask_client(address: str | None, timeout: float = CONNECT_TIMEOUT) -> Iterat
     ConfigError
         When the address is malformed, or dask is not installed.
     ComputeError
-        When the scheduler does not answer within ``timeout`` seconds.
+        When the scheduler does not answer, has no worker, or its workers run another
+        prewarm (or none).
     """
     if address is None:
         yield None
@@ -94,9 +104,36 @@ def dask_client(address: str | None, timeout: float = CONNECT_TIMEOUT) -> Iterat
             "(check the address, and that the scheduler runs and is reachable from here)"
         ) from exc
     try:
+        _check_workers(client, address, workers_timeout)
         yield client
     finally:
         client.close()
+
+
+def _check_workers(client: Client, address: str, timeout: float) -> None:
+    """Raise :class:`ComputeError` unless a worker of the scheduler at ``address`` joins
+    within ``timeout`` seconds and every worker has this process's prewarm version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError as exc:
+        raise ComputeError(
+            f"the Dask scheduler {shown(address)} has no worker after {timeout:g} s"
+        ) from exc
+    here = version("prewarm")
+    try:
+        there = client.run(version, "prewarm")
+    except PackageNotFoundError as exc:
+        raise ComputeError(
+            "the Dask workers do not have prewarm installed: run them from the prewarm image"
+        ) from exc
+    other = sorted({v for v in there.values() if v != here})
+    if other:
+        raise ComputeError(
+            f"the Dask workers run prewarm {other[:3]}, this process {here}: run them from "
+            "the same image"
+        )
 
 
 def map_calls(
@@ -113,8 +150,7 @@ def map_calls(
     Raises
     ------
     ComputeError
-        When the cluster loses a call (a worker dies, the scheduler goes away) or its
-        workers cannot import ``function``.
+        When the cluster loses a call (a worker dies, the scheduler goes away).
     """
     if client is None:
         for name, args in calls.items():
@@ -138,11 +174,6 @@ def _result(future: Any, name: str) -> Any:
 
     try:
         return future.result()
-    except ModuleNotFoundError as exc:
-        raise ComputeError(
-            f"the Dask workers cannot import {exc.name!r} to run {name!r}: run them from "
-            "the prewarm image (the same version as this process)"
-        ) from exc
     except (KilledWorker, CommClosedError, CancelledError) as exc:
         raise ComputeError(
             f"the Dask cluster lost the work of {name!r}: {type(exc).__name__}: {str(exc)[:100]}"

@@ -5,6 +5,7 @@ a scheduler that cannot be reached, or a malformed address, ends in one clear li
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from prewarm.cli import cli
+from training.compute import ComputeError, dask_client, map_calls
 
 distributed = pytest.importorskip("distributed")
 
@@ -25,7 +27,7 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[object]:
     with distributed.LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
     ) as local:
         yield local
 
@@ -138,3 +140,19 @@ def test_help_explains_the_flag(command: str) -> None:
     text = " ".join(CliRunner().invoke(cli, [command, "--help"]).output.split())
     assert "--dask-scheduler ADDRESS" in text
     assert "on the workers of the existing Dask scheduler at ADDRESS" in text
+
+
+@pytest.mark.timeout(120)
+def test_a_scheduler_without_workers_is_refused() -> None:
+    with distributed.LocalCluster(n_workers=0, processes=True, dashboard_address=":0") as empty:
+        refused = pytest.raises(ComputeError, match=r"has no worker after 2 s")
+        with refused, dask_client(empty.scheduler_address, workers_timeout=2):
+            pass  # pragma: no cover - the client is refused before
+
+
+@pytest.mark.timeout(180)
+def test_a_worker_that_dies_loses_the_work_with_a_clear_error(cluster: object) -> None:
+    # Last in the module: each attempt kills the worker running it (the nanny restarts it).
+    lost = pytest.raises(ComputeError, match=r"the Dask cluster lost the work of 'w': Killed")
+    with dask_client(cluster.scheduler_address) as client, lost:  # type: ignore[attr-defined]
+        list(map_calls(os._exit, {"w": (1,)}, client))
