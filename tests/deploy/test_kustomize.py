@@ -86,6 +86,8 @@ def test_dockerfile_is_multi_stage_non_root_with_libgomp_and_oci_labels() -> Non
     count, final = _final_stage(text)
     assert count >= 2 and "COPY --from=build /opt/prewarm /opt/prewarm" in final
     assert re.search(r"apt-get install [^\n]*\blibgomp1\b", final), "libgomp1 not installed"
+    # The one image also runs the Dask workers and `--dask-scheduler` (docs/scale.md).
+    assert re.search(r"pip install [^\n]*'\.\[dask\]'", text), "the dask extra is not installed"
     (user,) = re.findall(r"^USER\s+(\S+)", final, flags=re.MULTILINE)
     uid = user.split(":")[0]
     assert uid.isdigit() and int(uid) != 0  # numeric: runAsNonRoot can verify it
