@@ -100,7 +100,7 @@ def run(name: str, data: Path, model: str) -> dict[str, Any]:
     }
     # The same fields as backtest.json's deployed section, one function writing both.
     deployed = {policy: deployed_row(chosen) for policy, chosen in result.deployed.items()}
-    validated = {p: (d["cost"] if d["meets_slo"] else None) for p, d in deployed.items()}
+    validated = deployed_costs({"deployed": deployed})
     return {
         "deployed": deployed,
         "deployed_savings": result.deployed_savings,

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from prewarm.options import user_errors
+from prewarm.options import split_names, user_errors
 
 
 def build_components(config_path: Path, tracking_uri: str | None) -> Any:
@@ -99,11 +99,7 @@ def serve(
             "tls_cert": tls_cert,
             "tls_key": tls_key,
             "client_ca": client_ca,
-            "requestheader_allowed_names": (
-                None
-                if requestheader_allowed_names is None
-                else [n.strip() for n in requestheader_allowed_names.split(",") if n.strip()]
-            ),
+            "requestheader_allowed_names": split_names(requestheader_allowed_names),
             "token_file": token_file,
             "tracking_uri": tracking_uri,
             "log_level": log_level,

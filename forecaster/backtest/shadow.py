@@ -58,7 +58,6 @@ import numpy as np
 
 from forecaster.backtest.metrics import Metrics, compute_metrics
 from forecaster.backtest.simulator import Trajectory, simulate
-from forecaster.capacity import desired_replicas
 from forecaster.exceptions import DataValidationError
 from forecaster.metrics import coverage, pinball_loss
 from forecaster.policies.autoscaler import hybrid_policy, reactive_policy
@@ -129,20 +128,6 @@ def forecast_demand(forecast: QuantileForecast, policy: WorkloadPolicy, step: in
     rate = forecast.window_max(policy.tau, first, last)
     demand: np.ndarray = np.where(np.isfinite(rate), np.maximum(rate, 0.0), 0.0)
     return demand
-
-
-def _replicas(rate: np.ndarray, policy: WorkloadPolicy) -> np.ndarray:
-    """prewarm's desired replicas for a forecast demand: at the forecast utilization, clamped
-    (no forecast, a demand of 0, asks for ``min_replicas``)."""
-    spec = policy.spec
-    replicas: np.ndarray = desired_replicas(
-        rate,
-        capacity_per_replica=spec.capacity_per_replica,
-        target_utilization=policy.forecast_u,
-        min_replicas=spec.min_replicas,
-        max_replicas=spec.max_replicas,
-    )
-    return replicas
 
 
 def replayed_demand(obs: Observation, policy: WorkloadPolicy, times: np.ndarray) -> np.ndarray:
@@ -314,10 +299,12 @@ def _asks(obs: Observation, policy: WorkloadPolicy, recorded: np.ndarray | None)
     used, share = recorded_asks(recorded, replayed)
     if used is None:
         metric = (replayed_demand(obs, policy, ticks), target)
-        return _AsksInForce(_replicas(replayed, policy), metric, "replayed", share)
+        return _AsksInForce(
+            obs.replicas_for(replayed, policy.forecast_u), metric, "replayed", share
+        )
     tick_steps = np.floor((ticks - obs.start * obs.data_step) / obs.sim_step + 1e-9)
     metric = (used[tick_steps.astype(int)], target)
-    return _AsksInForce(_replicas(used, policy), metric, "recorded", share)
+    return _AsksInForce(obs.replicas_for(used, policy.forecast_u), metric, "recorded", share)
 
 
 def _measured_run(

@@ -64,7 +64,9 @@ def test_a_stray_timestamp_cannot_blow_up_the_grid() -> None:
 def test_max_replicas_has_an_upper_bound() -> None:
     with pytest.raises(ConfigError, match=r"<= 100,000, got 1000000000000000000000000000000"):
         WorkloadSpec(capacity_per_replica=1.0, max_replicas=10**30)
-    assert WorkloadSpec(capacity_per_replica=1.0, max_replicas=MAX_REPLICAS).max_replicas
+    assert WorkloadSpec(capacity_per_replica=1.0, max_replicas=MAX_REPLICAS).max_replicas == (
+        MAX_REPLICAS
+    )
 
 
 @pytest.mark.parametrize(
