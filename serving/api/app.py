@@ -99,17 +99,8 @@ class PrewarmApp(FastAPI):
         try:
             self.front_proxy.check(client_common_names(scope))
         except AuthenticationError as exc:
-            held_back = _REFUSED_LOG.admit(str(exc))
-            if held_back is not None:
-                logger.warning(
-                    "request refused",
-                    extra={
-                        "path": path[:100],
-                        "reason": str(exc),
-                        "repeats_not_logged": held_back,
-                        "log_interval_seconds": _REFUSED_LOG.interval,
-                    },
-                )
+            fields = {"path": path[:100], "reason": str(exc)}
+            _REFUSED_LOG.warn(logger, str(exc), "request refused", fields)
             await _status_response(*k8s.status_from_error(exc))(scope, receive, send)
             return False
         return True

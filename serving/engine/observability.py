@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
 from datetime import UTC, datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
@@ -162,6 +162,16 @@ class Throttle:
             self._keys[key] = (now, 0)
             return 0 if last is None else last[1]
 
+    def warn(
+        self, log: logging.Logger, key: Hashable, message: str, fields: dict[str, Any]
+    ) -> None:
+        """Log ``message`` with ``fields`` at WARNING if :meth:`admit` lets ``key``
+        through, adding how many events of it went unlogged and the interval."""
+        held_back = self.admit(key)
+        if held_back is not None:
+            counts = {"repeats_not_logged": held_back, "log_interval_seconds": self.interval}
+            log.warning(message, extra=fields | counts)
+
     def _forget(self, now: float) -> None:
         """Drop the keys whose interval has passed; if none has, the oldest half."""
         expired = [k for k, (at, _) in self._keys.items() if now - at >= self.interval]
@@ -272,19 +282,8 @@ class ServingMetrics:
         The line that follows a quiet interval says how many refusals it stood for.
         """
         self.unavailable.labels(api, workload, exc.cause).inc()
-        held_back = self.refusal_log.admit((workload, exc.cause))
-        if held_back is not None:
-            logger.warning(
-                "forecast unavailable",
-                extra={
-                    "workload": workload,
-                    "api": api,
-                    "cause": exc.cause,
-                    "reason": redact(str(exc)),
-                    "repeats_not_logged": held_back,
-                    "log_interval_seconds": self.refusal_log.interval,
-                },
-            )
+        fields = {"workload": workload, "api": api, "cause": exc.cause, "reason": redact(str(exc))}
+        self.refusal_log.warn(logger, (workload, exc.cause), "forecast unavailable", fields)
 
     def score(self, workload: str, predicted: float, actual: float, quantile: float) -> None:
         """Record one forecast against the demand that arrived at its target time."""

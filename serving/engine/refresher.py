@@ -256,19 +256,8 @@ class Refresher:
         an outage fails every workload on every tick, and a line each would flood the log
         (``prewarm_source_errors_total`` counts each)."""
         for error, names in failed.items():
-            held_back = self._fetch_log.admit(error)
-            if held_back is None:
-                continue
-            logger.warning(
-                "history fetch failed",
-                extra={
-                    "error": error,
-                    "workloads": len(names),
-                    "first_workloads": list(names[:10]),
-                    "repeats_not_logged": held_back,
-                    "log_interval_seconds": self._fetch_log.interval,
-                },
-            )
+            fields = {"error": error, "workloads": len(names), "first_workloads": list(names[:10])}
+            self._fetch_log.warn(logger, error, "history fetch failed", fields)
 
     def _policy_drift(self, served: LoadedModel[PlanningModel]) -> dict[str, str]:
         """Workload -> how its config differs from the policy registered with ``served``;
