@@ -24,7 +24,6 @@ from forecaster.capacity import desired_replicas
 from serving.api import schemas
 from serving.api.runtime import Authorized, CurrentSnapshot
 from serving.engine.snapshot import Snapshot, WorkloadForecast
-from serving.exceptions import UnknownWorkloadError
 from serving.wire import k8s
 
 __all__ = ["explanation", "router"]
@@ -136,8 +135,5 @@ def explain(name: str, snapshot: CurrentSnapshot, _: Authorized) -> Response:
     """Why workload ``name``'s current answer is what it is; 401 without the token (when one
     is set), 404 if unknown. Answered 200 even when the value is refused: ``refused`` says
     why."""
-    try:
-        document = explanation(snapshot, name, datetime.now(UTC))
-    except UnknownWorkloadError:
-        raise UnknownWorkloadError.of(name, snapshot.workloads) from None
+    document = explanation(snapshot, name, datetime.now(UTC))
     return Response(k8s.encode_json(document), media_type=k8s.CONTENT_TYPE)

@@ -16,7 +16,6 @@ from fastapi import APIRouter, Header, Response
 from serving.api import schemas
 from serving.api.runtime import Authorized, CurrentSnapshot, Runtime, RuntimeDep
 from serving.engine.snapshot import WorkloadForecast, WorkloadStatus
-from serving.exceptions import UnknownWorkloadError
 from serving.wire import k8s, replies
 
 __all__ = ["forecast_document", "forecast_reply", "router"]
@@ -48,11 +47,8 @@ def forecast_reply(runtime: Runtime, name: str, authorization: str | None) -> by
     body = runtime.store.encoded.keda(name, datetime.now(UTC))
     if body is not None:
         return body
-    try:
-        forecast = runtime.forecast(name, api="keda")
-    except UnknownWorkloadError:
-        # Authenticated above: the caller may see the configured names.
-        raise UnknownWorkloadError.of(name, runtime.store.current.workloads) from None
+    # Authenticated above: an unknown name's 404 may list the configured ones.
+    forecast = runtime.forecast(name, api="keda")
     status = runtime.store.current.status(name)
     return k8s.encode_json(forecast_document(forecast, status))
 

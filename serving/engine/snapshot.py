@@ -202,11 +202,9 @@ class Snapshot:
         try:
             return self.states[workload]
         except KeyError:
-            shown = ", ".join(self.workloads[:20]) + (", ..." if len(self.states) > 20 else "")
-            raise UnknownWorkloadError(
-                f"unknown workload {workload!r}; configured workloads: {shown or 'none'}",
-                workload=workload,
-            ) from None
+            # The configured names are listed: an API whose caller may not see them
+            # re-raises with UnknownWorkloadError.of(name, None).
+            raise UnknownWorkloadError.of(workload, self.workloads) from None
 
     def status(self, workload: str, now: datetime | None = None) -> WorkloadStatus:
         """Tell whether ``workload`` has a forecast fit to serve at ``now``, and if not, why.
