@@ -21,22 +21,21 @@ for anything else prewarm detects (no champion, an unreadable store).
 from __future__ import annotations
 
 import logging
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import click
 import numpy as np
 import pandas as pd
 
+from prewarm.exit_codes import ExitCode, epilog, exit_code, fail
 from prewarm.options import (
     config_option,
     configure_logging,
     log_level_option,
     tracking_uri_option,
 )
-from prewarm.train import EXIT_CONFIG, EXIT_DATA, EXIT_FAILURE
 from training.sources.base import Clock, wall_clock
 
 if TYPE_CHECKING:
@@ -308,12 +307,11 @@ def _replay_one(
 
 
 @click.command(
-    epilog=(
-        "\b\nExit codes:\n"
-        "  0  report written\n"
-        "  1  unexpected failure (no champion, MLflow store unreadable, output not writable)\n"
-        "  2  bad configuration or option\n"
-        "  3  data-source failure (unreachable, timeout, bad answer, no series)"
+    epilog=epilog(
+        OK="report written",
+        FAILURE="unexpected failure (no champion, MLflow store unreadable, output not writable)",
+        CONFIG="bad configuration or option",
+        DATA="data-source failure (unreachable, timeout, bad answer, no series)",
     )
 )
 @config_option("YAML configuration with a prometheus source (see examples/).")
@@ -379,9 +377,8 @@ def run(
     asks_query: str = ASKS_QUERY,
 ) -> None:
     """The command's body, with the clock that sets the default end of the period."""
-    from forecaster.exceptions import ConfigError, DataValidationError, PrewarmError
+    from forecaster.exceptions import PrewarmError
     from prewarm import shadow_report as report
-    from training.exceptions import ModelLoadError, SourceError, TrackingError
 
     try:
         config, seconds, end = _inputs(config_path, since, until)
@@ -393,18 +390,17 @@ def run(
             shadows = replay_workloads(config, loaded, source, period, asks_query)
         finally:
             source.close()
-    except (SourceError, DataValidationError) as exc:
-        log.error("data-source failure: %s", exc)
-        _fail(f"data-source failure: {exc}", EXIT_DATA)
-    except ConfigError as exc:
-        _fail(str(exc), EXIT_CONFIG)
-    except (ModelLoadError, TrackingError, PrewarmError) as exc:
-        _fail(str(exc), EXIT_FAILURE)
+    except PrewarmError as exc:
+        code = exit_code(exc)
+        if code is ExitCode.DATA:
+            log.error("data-source failure: %s", exc)
+            fail(f"data-source failure: {exc}", code)
+        fail(str(exc), code)
     document = report.to_json(shadows, period, f"{loaded.name} v{loaded.version}")
     try:
         report.write(shadows, document, out_dir, json_path)
     except OSError as exc:
-        _fail(f"cannot write the report: {exc}", EXIT_FAILURE)
+        fail(f"cannot write the report: {exc}", ExitCode.FAILURE)
     report.print_summary(document, out_dir)
 
 
@@ -444,11 +440,6 @@ def _source(config: TrainConfig) -> HistorySource:
     from training.sources import make_source
 
     return make_source(config.source.type, config.source)
-
-
-def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"Error: {message}", err=True)
-    sys.exit(code)
 
 
 __all__ = [
