@@ -9,7 +9,6 @@ metric paths; discovery, health and ``/metrics`` stay open to callers without on
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import ssl
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from serving.api.app import create_app, uvicorn_config
 from serving.api.runtime import ServingComponents
 from serving.engine.observability import Throttle
 from serving.settings import ServingSettings
+from tests.serving.pki import VALID_DAYS, VALID_FROM, write_issued
 from tests.serving.support import (
     DictRegistry,
     FrameSource,
@@ -45,14 +45,12 @@ LEVELS = {"chat": 40.0}
 GROUP = "/apis/external.metrics.k8s.io/v1beta1"
 METRIC = f"{GROUP}/namespaces/default/prewarm_desired_replicas?labelSelector=workload%3Dchat"
 ALLOWED = "front-proxy-client"
-# A fixed moment: the certificates are valid for years around it, whatever today is.
-NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+# A fixed moment and a century: the certificates are valid whatever today is.
+NOW, DAYS = VALID_FROM, VALID_DAYS
 
 
 def _write(folder: Path, stem: str, issued: Issued) -> tuple[str, str]:
-    cert, key = folder / f"{stem}.crt", folder / f"{stem}.key"
-    cert.write_bytes(issued.certificate_pem())
-    key.write_bytes(issued.key_pem())
+    cert, key = write_issued(folder, stem, issued)
     return str(cert), str(key)
 
 
@@ -70,23 +68,27 @@ class Proxy:
 
 
 def _pki(folder: Path) -> tuple[dict[str, Any], dict[str, tuple[str, str]]]:
-    serving_ca = new_ca("serving CA", NOW, days=3650)
+    serving_ca = new_ca("serving CA", NOW, days=DAYS)
     server = issue(
-        serving_ca, "localhost", NOW, dns_names=["localhost"], ip_addresses=["127.0.0.1"]
+        serving_ca, "localhost", NOW, dns_names=["localhost"], ip_addresses=["127.0.0.1"], days=DAYS
     )
-    front_proxy_ca = new_ca("front-proxy-ca", NOW, days=3650)
-    stranger_ca = new_ca("another CA", NOW, days=3650)
+    front_proxy_ca = new_ca("front-proxy-ca", NOW, days=DAYS)
+    stranger_ca = new_ca("another CA", NOW, days=DAYS)
     (folder / "serving-ca.crt").write_bytes(serving_ca.certificate_pem())
     (folder / "front-proxy-ca.crt").write_bytes(front_proxy_ca.certificate_pem())
     cert, key = _write(folder, "server", server)
     clients = {
         "aggregator": _write(
-            folder, "aggregator", issue(front_proxy_ca, ALLOWED, NOW, client=True)
+            folder, "aggregator", issue(front_proxy_ca, ALLOWED, NOW, client=True, days=DAYS)
         ),
         "other-name": _write(
-            folder, "other-name", issue(front_proxy_ca, "system:anonymous", NOW, client=True)
+            folder,
+            "other-name",
+            issue(front_proxy_ca, "system:anonymous", NOW, client=True, days=DAYS),
         ),
-        "other-ca": _write(folder, "other-ca", issue(stranger_ca, ALLOWED, NOW, client=True)),
+        "other-ca": _write(
+            folder, "other-ca", issue(stranger_ca, ALLOWED, NOW, client=True, days=DAYS)
+        ),
     }
     files = {
         "tls_cert": cert,
