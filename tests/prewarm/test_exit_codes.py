@@ -111,9 +111,7 @@ def test_backtest_peak_needing_too_many_replicas_exits_3(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("outlier", "message"), [(1e15, "data row 101"), (1e11, "limit of 100,000")]
 )
-def test_backtest_outlier_refuses_within_2_gb(
-    tmp_path: Path, outlier: float, message: str
-) -> None:
+def test_backtest_outlier_refuses_within_2_gb(tmp_path: Path, outlier: float, message: str) -> None:
     """The reported failure: one outlier grew the backtest to 19.9 GB before the kernel
     killed it. Under a 2 GB address-space limit it must refuse with a clear message."""
 
