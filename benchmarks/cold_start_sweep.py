@@ -58,7 +58,9 @@ POLICIES = ("static", "reactive", "predictive", "hybrid", "oracle", *PEER_POLICI
 # Every other policy plans on some prediction of demand; the oracle's is perfect, so it is
 # the bound, not a contender.
 NOT_PREDICTIVE = frozenset({"static", "reactive", "oracle"})
-PAYS, DOES_NOT_PAY, NONE_MEETS = "pays", "does not pay", "no policy meets the SLO"
+PAYS, DOES_NOT_PAY = "pays", "does not pay"
+# A static fleet may still meet the SLO there: the verdict is between reactive and prediction.
+NONE_MEETS = "neither reactive nor prediction meets the SLO"
 
 
 def lowest_unserved(points: Sequence[PolicyPoint]) -> float:
@@ -109,6 +111,10 @@ def compare(deployed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 def where_it_stops(verdicts: Mapping[int, str]) -> str:
     """One sentence per trace: the cold starts at which prediction pays and where it stops.
 
+    The crossover is stated where every cold start at which prediction does not pay is
+    shorter than every one at which it pays; those where neither side meets the SLO say
+    nothing about it and are listed apart.
+
     Examples
     --------
     >>> where_it_stops({5: "does not pay", 60: "does not pay", 300: "pays", 600: "pays"})
@@ -118,21 +124,20 @@ def where_it_stops(verdicts: Mapping[int, str]) -> str:
     """
     ordered = sorted(verdicts)
     paying = [c for c in ordered if verdicts[c] == PAYS]
-    others = [c for c in ordered if verdicts[c] != PAYS]
+    losing = [c for c in ordered if verdicts[c] == DOES_NOT_PAY]
+    neither = [c for c in ordered if verdicts[c] == NONE_MEETS]
     if not paying:
         return "does not pay at any cold start swept (" + _grouped(verdicts) + ")"
-    if others and max(others) < min(paying):
-        below = [c for c in others if verdicts[c] == DOES_NOT_PAY]
-        text = f"pays from a {duration_text(min(paying))} cold start up"
-        if below:
-            text += f"; does not pay at {duration_text(max(below))} and below"
-        missed = [c for c in others if verdicts[c] == NONE_MEETS]
-        if missed:
-            text += "; no policy meets the SLO at " + ", ".join(map(duration_text, missed))
-        return text
-    if not others:
-        return f"pays at every cold start swept, from {duration_text(ordered[0])}"
-    return _grouped(verdicts)
+    if losing and max(losing) > min(paying):
+        return _grouped(verdicts)
+    if losing:
+        text = f"pays from a {duration_text(min(paying))} cold start up; does not pay at "
+        text += f"{duration_text(max(losing))} and below"
+    else:
+        text = "pays at every cold start swept where either side meets the SLO"
+    if neither:
+        text += f"; {NONE_MEETS} at " + ", ".join(map(duration_text, neither))
+    return text
 
 
 def _grouped(verdicts: Mapping[int, str]) -> str:
@@ -346,7 +351,8 @@ def figure(rows: Mapping[str, Mapping[str, Any]]) -> Figure:
     """One panel per trace: the saving over the tuned reactive HPA against the cold start.
 
     A triangle at the top marks a cold start where only prediction meets the SLO (the
-    reactive HPA misses it), a cross on zero one where no policy meets it.
+    reactive HPA misses it), one at the bottom where only the reactive HPA meets it, a cross
+    on zero one where neither the reactive HPA nor any predictive policy meets it.
     """
     from matplotlib.figure import Figure
 
@@ -363,6 +369,7 @@ def figure(rows: Mapping[str, Mapping[str, Any]]) -> Figure:
             ax.plot(starts, values, style, label=label, markersize=4)
         only = [c for c, r in points if not r["reactive_meets_slo"] and r["verdict"] == PAYS]
         none = [c for c, r in points if r["verdict"] == NONE_MEETS]
+        reactive_only = [c for c, r in points if r["reactive_meets_slo"] and r["saving"] is None]
         # at the top of the panel: the saving there is undefined, prediction wins outright
         ax.scatter(
             only,
@@ -373,7 +380,10 @@ def figure(rows: Mapping[str, Mapping[str, Any]]) -> Figure:
             label="only prediction meets the SLO",
         )
         ax.scatter(none, [0.0] * len(none), marker="x", color="tab:red",
-                   label="no policy meets the SLO")  # fmt: skip
+                   label=NONE_MEETS)  # fmt: skip
+        ax.scatter(reactive_only, [0.03] * len(reactive_only), marker="v", color="tab:purple",
+                   transform=ax.get_xaxis_transform(),
+                   label="only reactive meets the SLO")  # fmt: skip
         ax.axhline(0.0, color="grey", linewidth=0.8)
         ax.set_xscale("log")
         ax.set_xlim(min(starts) / 1.5, max(starts) * 1.5)
@@ -431,7 +441,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = _parse(parser, argv)
     began = time.perf_counter()
     rows = sweep(args.names, args)
-    wall = time.perf_counter() - began
+    write(rows, args, time.perf_counter() - began)
+
+
+def write(rows: dict[str, dict[str, Any]], args: argparse.Namespace, wall: float) -> None:
+    """The Markdown report, the JSON and the figure of a sweep, and its table on stdout."""
     stem = "cold_start_sweep" if not args.traces else "cold_start_sweep_subset"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.md").write_text(markdown(rows, args, wall))

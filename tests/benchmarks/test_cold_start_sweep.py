@@ -67,11 +67,15 @@ def test_verdict(deployed: dict[str, Any], verdict: str, saving: float | None) -
 def test_where_it_stops_names_the_crossover() -> None:
     verdicts = {5: DOES_NOT_PAY, 60: DOES_NOT_PAY, 300: PAYS, 600: PAYS}
     assert where_it_stops(verdicts) == "pays from a 5m cold start up; does not pay at 1m and below"
-    mixed = {5: PAYS, 60: DOES_NOT_PAY, 300: NONE_MEETS}
-    assert where_it_stops(mixed) == (
-        "pays at 5s; does not pay at 1m; no policy meets the SLO at 5m"
+    # where neither side meets the SLO says nothing about the crossover
+    verdicts |= {120: NONE_MEETS, 900: NONE_MEETS}
+    assert where_it_stops(verdicts) == (
+        f"pays from a 5m cold start up; does not pay at 1m and below; {NONE_MEETS} at 2m, 15m"
     )
+    mixed = {5: PAYS, 60: DOES_NOT_PAY, 300: NONE_MEETS}
+    assert where_it_stops(mixed) == f"pays at 5s; does not pay at 1m; {NONE_MEETS} at 5m"
     assert where_it_stops({5: DOES_NOT_PAY, 60: NONE_MEETS}).startswith("does not pay at any")
+    assert where_it_stops({5: PAYS, 60: NONE_MEETS}).startswith("pays at every cold start")
 
 
 @pytest.fixture(scope="module")
