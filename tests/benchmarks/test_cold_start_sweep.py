@@ -17,6 +17,7 @@ from benchmarks.cold_start_sweep import (
     PAYS,
     compare,
     main,
+    saving_cell,
     where_it_stops,
 )
 from forecaster.backtest.run import backtest
@@ -76,6 +77,17 @@ def test_where_it_stops_names_the_crossover() -> None:
     assert where_it_stops(mixed) == f"pays at 5s; does not pay at 1m; {NONE_MEETS} at 5m"
     assert where_it_stops({5: DOES_NOT_PAY, 60: NONE_MEETS}).startswith("does not pay at any")
     assert where_it_stops({5: PAYS, 60: NONE_MEETS}).startswith("pays at every cold start")
+
+
+@pytest.mark.parametrize(
+    ("reactive", "hybrid", "cell"),
+    [(True, True, "+20.0%"), (False, True, "reactive misses"), (True, False, "only reactive"),
+     (False, False, "neither")],
+)  # fmt: skip
+def test_saving_cell_says_which_side_meets_the_slo(reactive: bool, hybrid: bool, cell: str) -> None:
+    deployed = {"reactive": _row(100.0, reactive), "hybrid": _row(80.0, hybrid)}
+    row = {"deployed": deployed, **compare(deployed)}
+    assert saving_cell(row, "hybrid") == cell
 
 
 @pytest.fixture(scope="module")
