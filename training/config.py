@@ -120,6 +120,9 @@ from forecaster.models import MODELS
 from forecaster.policies import POLICIES
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.workload import DEFAULT_TOLERANCE, TUNED, ColdStart, WorkloadPolicy, WorkloadSpec
+
+# WorkloadPolicy fields training learns from the history, never stated in the file.
+LEARNED = ("buffer", "buffer_level")
 from training.compute import scheduler_address
 from training.documents import dumps
 
@@ -447,6 +450,14 @@ class PolicyConfig(_Strict):
         allow_inf_nan=False,
         description=f"The HPA's tolerance around a ratio of 1 (default {DEFAULT_TOLERANCE}).",
     )
+    buffer_quantile: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Quantile of the demand increase over the lead window kept warm beside the "
+        "forecast (the warm buffer; training learns it); 0 for none (default 0).",
+    )
 
     @property
     def unset(self) -> tuple[str, ...]:
@@ -539,10 +550,14 @@ class WorkloadConfig(_Strict):
 
     @property
     def deferred(self) -> tuple[str, ...]:
-        """Fields the registered policy decides: tuned settings the file leaves unset, and
-        the measured (``auto``) capacity fields, as :meth:`WorkloadPolicy.differences`
-        names them."""
-        return (*self.policy.unset, *(f"spec.{name}" for name in self.capacity.auto))
+        """Fields the registered policy decides: tuned settings the file leaves unset, the
+        measured (``auto``) capacity fields and what training learns from the history (the
+        warm buffer), as :meth:`WorkloadPolicy.differences` names them."""
+        return (
+            *self.policy.unset,
+            *(f"spec.{name}" for name in self.capacity.auto),
+            *LEARNED,
+        )
 
     def _policy(self, spec: WorkloadSpec) -> WorkloadPolicy:
         policy = self.policy
@@ -554,6 +569,7 @@ class WorkloadConfig(_Strict):
             tolerance=DEFAULT_TOLERANCE if policy.tolerance is None else policy.tolerance,
             hold=float(policy.hold),
             decision_delay=float(policy.decision_delay),
+            buffer_quantile=policy.buffer_quantile or 0.0,
         )
 
 

@@ -8,6 +8,7 @@ from typing import ClassVar
 import numpy as np
 
 from forecaster.policies.base import Grid, Observation
+from forecaster.policies.buffered import buffer_path
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.predictive import QUANTILE_GRID, PredictivePolicy
 from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
@@ -30,6 +31,10 @@ class HybridPolicy(ReactivePolicy):
         Of the forecast path (see :class:`PredictivePolicy`).
     forecast_utilization
         ``u`` of the forecast path; ``None`` takes the workload's.
+    buffer_quantile, buffer
+        The warm buffer beside the forecast (see :class:`BufferedPolicy`): the forecast
+        path asks for the larger of the forecast and the buffer path, so the one published
+        metric carries both; 0 plans on the forecast alone.
     target_utilization, scrape_interval, rate_window, behavior, tolerance, scrape_phase
         Of the reactive path and of the HPA (see :class:`ReactivePolicy`).
     """
@@ -48,6 +53,8 @@ class HybridPolicy(ReactivePolicy):
         behavior: HPABehavior | None = None,
         tolerance: float | None = None,
         scrape_phase: float = 0.0,
+        buffer_quantile: float = 0.0,
+        buffer: tuple[tuple[float, ...], float] | None = None,
     ) -> None:
         super().__init__(
             target_utilization, scrape_interval, rate_window, behavior, tolerance, scrape_phase
@@ -55,6 +62,8 @@ class HybridPolicy(ReactivePolicy):
         self.quantile = quantile
         self.forecast_utilization = forecast_utilization
         self.hold = hold
+        self.buffer_quantile = buffer_quantile
+        self.buffer = buffer
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
@@ -81,7 +90,11 @@ class HybridPolicy(ReactivePolicy):
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the two-metric HPA keeps at each simulation step."""
         forecast = PredictivePolicy(self.quantile, self.forecast_utilization, self.hold)
-        rate = forecast.rate_at(obs, self.ticks(obs))
+        ticks = self.ticks(obs)
+        rate = forecast.rate_at(obs, ticks)
+        if self.buffer_quantile > 0:
+            buffered = buffer_path(obs, ticks, self.buffer_quantile, self.hold, self.buffer)
+            rate = np.maximum(rate, buffered)
         return self.plan_with(obs, [(rate, self.forecast_target(obs.spec))])
 
     def forecast_target(self, spec: WorkloadSpec) -> float:
