@@ -120,13 +120,13 @@ from forecaster.models import MODELS
 from forecaster.policies import POLICIES
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.workload import DEFAULT_TOLERANCE, TUNED, ColdStart, WorkloadPolicy, WorkloadSpec
-
-# WorkloadPolicy fields training learns from the history, never stated in the file.
-LEARNED = ("buffer", "buffer_level")
 from training.compute import scheduler_address
 from training.documents import dumps
 
 logger = logging.getLogger(__name__)
+
+# WorkloadPolicy fields training learns from the history, never stated in the file.
+LEARNED = ("buffer", "buffer_level")
 
 DURATION_EXPECTED = "must be a duration like '5m' or a number of seconds > 0"
 

@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from forecaster.backtest.run import seconds_of_day
+from forecaster.buffer import learned
 from forecaster.exceptions import (
     ConfigError,
     DataValidationError,
     NotEnoughHistoryError,
     PrewarmError,
 )
-from forecaster.backtest.run import seconds_of_day
-from forecaster.buffer import learned
 from forecaster.models import BaseForecaster, make_model
 from forecaster.workload import WorkloadPolicy
 from training.config import TrainConfig
