@@ -49,9 +49,12 @@ measured by training, see :mod:`training.measured`); ``measured`` (prometheus on
 settings of the two paths, each optional: ``quantile`` (the forecast path's, in (0, 1),
 default ``capacity``'s tau), ``forecast_utilization`` and ``target_utilization`` (of the
 forecast and the reactive path, in (0, 1], default ``capacity.target_utilization``),
-``tolerance`` (the HPA's, in [0, 1), default 0.1)). The policies are registered with the
-model version; ``prewarm serve`` plans with the registered ones and refuses a workload whose
-section here disagrees with them (settings left unset here defer to the registered ones).
+``tolerance`` (the HPA's, in [0, 1), default 0.1), ``buffer_quantile`` (the warm buffer's
+quantile of the demand increase over the lead window, in [0, 1), 0 for none, the default;
+training learns the buffer itself from the history, :mod:`forecaster.buffer`)). The policies
+are registered with the model version; ``prewarm serve`` plans with the registered ones and
+refuses a workload whose section here disagrees with them (settings left unset here defer to
+the registered ones).
 
 ``model``: ``name`` (registered forecast model, default ``lightgbm``); ``params`` (its
 constructor arguments); ``features`` (:class:`forecaster.features.FeatureConfig` fields);

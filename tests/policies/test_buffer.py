@@ -1,4 +1,4 @@
-"""The warm buffer: learned leakage-free, by the hour where the data allows, served as backtested."""
+"""The warm buffer: learned leakage-free, per hour where the data allows, served as backtested."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from forecaster.buffer import (
 from forecaster.capacity import plan_capacity
 from forecaster.exceptions import ConfigError, NotEnoughHistoryError, PlanError
 from forecaster.models.baseline import LastValue
-from forecaster.policies import Observation, make_policy
+from forecaster.policies import Observation, QuantileForecast, make_policy
 from forecaster.policies.autoscaler import hybrid_policy
 from forecaster.policies.buffered import buffer_path, walk_forward_buffer
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
@@ -85,7 +85,7 @@ def test_increases_are_relative_to_the_demand_or_the_level_never_to_zero() -> No
 
 
 def test_too_little_history_is_refused_with_the_count() -> None:
-    with pytest.raises(NotEnoughHistoryError, match="at least 60 observed increases.*got 10"):
+    with pytest.raises(NotEnoughHistoryError, match=r"at least 60 observed increases.*got 10"):
         learn_buffer(np.ones(10), np.zeros(10, dtype=int), 0.9)
 
 
@@ -142,7 +142,7 @@ def test_serving_refuses_a_buffer_policy_that_was_never_learned() -> None:
     policy = WorkloadPolicy(SPEC, quantile=0.9, buffer_quantile=0.9)
     first, last = policy.horizon_range(STEP)
     model = LastValue(horizons=range(first, last + 1), quantiles=[0.5, 0.9]).fit(history)
-    with pytest.raises(PlanError, match="'chat'.*no learned `buffer`"):
+    with pytest.raises(PlanError, match=r"'chat'.*no learned `buffer`"):
         plan_capacity(model, history, {"chat": policy})
 
 
@@ -150,9 +150,7 @@ def test_the_buffer_lets_hybrid_cover_a_burst_the_forecast_does_not_see() -> Non
     values = bursty(days=4)
     start = 3 * DAY_CELLS
     # A forecast that only knows the calm level: it cannot see the daily burst.
-    first, last = 3, 3
-    from forecaster.policies import QuantileForecast
-
+    lead, _ = WorkloadPolicy(SPEC).horizon_range(STEP)
     calm = np.full((len(values), 1, 1), 52.0)
     obs = Observation(
         values,
@@ -161,7 +159,7 @@ def test_the_buffer_lets_hybrid_cover_a_burst_the_forecast_does_not_see() -> Non
         SPEC,
         train_window=start,
         retrain_every=DAY_CELLS,
-        forecast=QuantileForecast(calm, (first,), (0.9,)),
+        forecast=QuantileForecast(calm, (lead,), (0.9,)),
     )
     plain = make_policy("hybrid", quantile=0.9, target_utilization=1.0, forecast_utilization=1.0)
     buffered = make_policy(
