@@ -64,6 +64,7 @@ class BacktestSettings:
         "reactive",
         "seasonal-naive",
         "predictive",
+        "buffered",
         "hybrid",
         "oracle",
     )
