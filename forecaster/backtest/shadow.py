@@ -144,7 +144,7 @@ def replayed_demand(obs: Observation, policy: WorkloadPolicy, times: np.ndarray)
             f"{origins.min()}..{origins.max()}"
         )
     demand: np.ndarray = per_origin[origins]
-    if policy.buffer:  # the registered warm buffer, as serving raises the forecast to it
+    if policy.buffer_quantile > 0:  # the registered warm buffer, as serving raises it
         buffered = buffer_path(
             obs, times, policy.buffer_quantile, policy.hold, (policy.buffer, policy.buffer_level)
         )

@@ -19,7 +19,7 @@ from forecaster.buffer import (
 from forecaster.capacity import plan_capacity
 from forecaster.exceptions import ConfigError, NotEnoughHistoryError, PlanError
 from forecaster.models.baseline import LastValue
-from forecaster.policies import Observation, QuantileForecast, make_policy
+from forecaster.policies import Observation, QuantileForecast, make_policy, policy_class
 from forecaster.policies.autoscaler import hybrid_policy
 from forecaster.policies.buffered import buffer_path, walk_forward_buffer
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
@@ -177,3 +177,11 @@ def test_the_buffer_lets_hybrid_cover_a_burst_the_forecast_does_not_see() -> Non
     # one does not
     assert (buffered.plan(obs)[at] >= need[at]).mean() > 0.95
     assert (plain.plan(obs)[at] >= need[at]).mean() < 0.9
+
+
+def test_every_hybrid_setting_names_its_buffer_so_tuning_can_turn_one_off() -> None:
+    configured = WorkloadPolicy(SPEC, buffer_quantile=0.99)
+    grid = policy_class("hybrid").sweep_grid(SPEC)
+    assert all("buffer_quantile" in point for point in grid)
+    plain = next(p for p in grid if p["buffer_quantile"] == 0)
+    assert configured.tuned(**plain).buffer_quantile == 0.0
