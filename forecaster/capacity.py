@@ -191,8 +191,10 @@ def plan_capacity(
     -------
     pandas.DataFrame
         One row per workload with :data:`PLAN_COLUMNS`, then ``peak_horizon_seconds`` (the
-        earliest horizon at which the planned quantile reaches its maximum) and one column
-        per model quantile (``q0.5``...): its largest forecast over the same lead window.
+        earliest horizon at which the planned quantile reaches its maximum),
+        ``buffer_demand`` (the warm buffer's ask, NaN without one; ``forecast_demand`` is
+        the larger of it and the forecast) and one column per model quantile (``q0.5``...):
+        its largest forecast over the same lead window.
     """
     policies = {
         name: item
@@ -290,7 +292,8 @@ def plan_capacity(
 
     _, first_row = np.unique(codes, return_index=True)  # the first row of every series
     origin = forecast["origin"].iloc[first_row].reset_index(drop=True)
-    demand = _with_buffer(demand, names, policies, history, model, origin)
+    buffered = _buffer_demand(names, policies, history, model, origin)
+    demand = np.fmax(demand, buffered)  # NaN (no buffer) leaves the forecast
     replicas = desired_replicas(
         demand,
         capacity_per_replica=capacity,
@@ -307,26 +310,27 @@ def plan_capacity(
             "quantile": tau,
             "lead_time_seconds": lead,
             "peak_horizon_seconds": (peak * step).astype(float),
+            "buffer_demand": buffered,
             **{column: window_max[:, j] for j, column in enumerate(present)},
         },
-        columns=[*PLAN_COLUMNS, "peak_horizon_seconds", *present],
+        columns=[*PLAN_COLUMNS, "peak_horizon_seconds", "buffer_demand", *present],
     )
 
 
-def _with_buffer(
-    demand: np.ndarray,
+def _buffer_demand(
     names: Sequence[str],
     policies: Mapping[str, WorkloadPolicy],
     history: pd.DataFrame,
     model: BaseForecaster,
     origin: pd.Series,
 ) -> np.ndarray:
-    """The forecast demand, raised to the warm buffer's ask where a workload has one: the
-    latest observed demand plus its origin hour's learned buffer (:mod:`forecaster.buffer`),
-    as the backtest's hybrid asks for the larger of the two."""
+    """Per workload, the warm buffer's ask (NaN without one): the latest observed demand
+    plus its origin hour's learned buffer (:mod:`forecaster.buffer`); the plan asks for the
+    larger of it and the forecast, as the backtest's hybrid does."""
+    out = np.full(len(names), np.nan)
     rows = [i for i, name in enumerate(names) if policies[name].buffer_quantile > 0]
     if not rows:
-        return demand
+        return out
     unlearned = [names[i] for i in rows if not policies[names[i]].buffer]
     if unlearned:
         raise PlanError(
@@ -345,6 +349,5 @@ def _with_buffer(
     hours = (stamps.tz_convert("UTC") if stamps.tz is not None else stamps).hour.to_numpy()
     ratios = np.array([policies[name].buffer[h] for name, h in zip(wanted, hours, strict=True)])
     levels = np.array([policies[name].buffer_level for name in wanted])
-    raised = demand.copy()
-    raised[rows] = np.fmax(demand[rows], buffer_rate(now, ratios, levels))
-    return raised
+    out[rows] = buffer_rate(now, ratios, levels)
+    return out

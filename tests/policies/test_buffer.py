@@ -132,6 +132,7 @@ def test_serving_publishes_the_buffer_the_backtest_plans_with() -> None:
     forecast = model.predict(history)["q0.9"].max()
     assert asked[0] > forecast  # the buffer is what the plan asks for here
     assert served.loc["chat", "forecast_demand"] == pytest.approx(asked[0])
+    assert served.loc["chat", "buffer_demand"] == pytest.approx(asked[0])
     ratio = policy.buffer[14]
     assert asked[0] == pytest.approx(values[-1] + ratio * max(values[-1], policy.buffer_level))
 
