@@ -127,6 +127,32 @@ logger = logging.getLogger(__name__)
 
 DURATION_EXPECTED = "must be a duration like '5m' or a number of seconds > 0"
 
+# PromQL string literals (label values), left out before the names are read.
+_QUOTED = re.compile(r""""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'""")
+_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+# Counters of answered requests (vLLM's request_success_total, Triton's
+# nv_inference_request_success, *_completed*, a latency histogram's _count, observed when a
+# request ends): they flatten at what the ready replicas serve while the fleet is saturated.
+COMPLETION_SIDE = re.compile(r"success|complet|finished|(latency|duration)\w*_count$")
+# A queue term makes completions arrivals again: arrivals = completions + queue growth.
+QUEUE_SIDE = re.compile(r"waiting|pending|queue")
+
+
+def completion_side(query: str) -> str | None:
+    """The completion-side metric ``query`` reads without a queue term, or ``None``.
+
+    Examples
+    --------
+    >>> completion_side('sum(rate(vllm:request_success_total{model_name="chat"}[5m]))')
+    'vllm:request_success_total'
+    >>> completion_side('sum(vllm:num_requests_running) + sum(vllm:num_requests_waiting)')
+    >>> completion_side('sum(rate(x_success_total[5m])) + sum(deriv(x_pending[5m]))')
+    """
+    names = _NAME.findall(_QUOTED.sub("", query))
+    if any(QUEUE_SIDE.search(name) for name in names):
+        return None
+    return next((name for name in names if COMPLETION_SIDE.search(name)), None)
+
 
 def _seconds(value: Any) -> Any:
     if value is None or isinstance(value, bool):
@@ -803,6 +829,10 @@ class TrainConfig(_Strict):
     @property
     def warnings(self) -> list[str]:
         """Settings that validate but cannot work as meant, each naming the values at odds."""
+        return [*self._staleness_warnings, *self._demand_warnings]
+
+    @property
+    def _staleness_warnings(self) -> list[str]:
         step = self.source.step
         serving = self.serving
         if step is None or serving.max_staleness >= step + serving.refresh_interval:
@@ -813,6 +843,23 @@ class TrainConfig(_Strict):
             f"step ({step} s) plus serving.refresh_interval ({serving.refresh_interval:g} s): "
             f"the newest point can be {least:g} s old just before a refresh, so the metric "
             f"would often answer 503 and the HPA hold; set max_staleness to at least {least:g} s"
+        ]
+
+    @property
+    def _demand_warnings(self) -> list[str]:
+        """Demand queries that count completions, which are capped by the fleet's capacity."""
+        if not isinstance(self.source, PrometheusSourceConfig):
+            return []
+        found = [(w, completion_side(w.demand or "")) for w in self.workloads]
+        return [
+            f"workload {w.name!r}: the demand query reads {metric!r}, which counts requests "
+            "when they are answered: while the fleet is saturated it flattens at what the "
+            "ready replicas serve, so the forecast learns the fleet's ceiling, not the demand. "
+            "Use an arrival-side signal (requests received, running + waiting requests, or "
+            "completions + queue growth; docs/measured.md). Query: "
+            f"{shown(w.demand)}"
+            for w, metric in found
+            if metric is not None
         ]
 
     @property

@@ -7,11 +7,14 @@ its deployment's gauge, code's the sum of its pods' ready condition). kube-state
 pod series give each pod's creation and ready time (unix seconds): pods created before the
 lookback, a pod never ready and another namespace's pod with the same name prefix are not
 part of the distribution. Training with both fields ``auto`` registers policies planning
-with the measured values, and the MLflow run holds the distribution and its plot.
+with the measured values, and the MLflow run holds the distribution and its plot. The demand
+is arrival-side and crosses ready x capacity; a completion counter of the same fleet
+(``completed``, at most what the ready replicas serve) is warned about as capped.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +32,7 @@ from prewarm.train import EXIT_DATA
 from tests.integration.prometheus import Gauge
 from training.config import parse_config
 from training.exceptions import NoSeriesError
-from training.measured import resolve_measured
+from training.measured import log_measured, resolve_measured
 from training.pipeline import TrainResult, run_training
 from training.registry import load_champion
 from training.sources import make_source
@@ -64,7 +67,9 @@ def workload_series(name: str, seed: int, base: float) -> dict[str, np.ndarray]:
     queue = np.zeros(demand.size)
     for t in range(demand.size - 1):
         queue[t + 1] = max(0.0, queue[t] + (demand[t] - ready[t] * CAPACITY[name]) * STEP)
-    return {"demand": demand, "ready": ready, "queue": np.round(queue, 3)}
+    # What a counter of answered requests would have counted: at most what the ready serve.
+    completed = np.round(np.minimum(demand, ready * CAPACITY[name]), 3)
+    return {"demand": demand, "ready": ready, "queue": np.round(queue, 3), "completed": completed}
 
 
 def pod_starts(name: str, seed: int) -> tuple[list[Any], list[Any], np.ndarray]:
@@ -137,8 +142,10 @@ def config_document(root: Path, url: str) -> dict[str, Any]:
 
 
 class Cluster:
-    def __init__(self, root: Path, url: str, durations: dict[str, np.ndarray]) -> None:
-        self.root, self.url, self.durations = root, url, durations
+    def __init__(
+        self, root: Path, url: str, durations: dict[str, np.ndarray], capped: dict[str, float]
+    ) -> None:
+        self.root, self.url, self.durations, self.capped = root, url, durations, capped
         self.uri = f"sqlite:///{root / 'mlflow.db'}"
 
     def document(self, **changes: Any) -> dict[str, Any]:
@@ -155,15 +162,18 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(prometheus_factory: Callable[..., Any], tmp_path_factory: Any) -> Cluster:
     families: dict[str, list[Any]] = {
-        "demand": [], "kube_deployment_status_replicas": [],
+        "demand": [], "completed": [], "kube_deployment_status_replicas": [],
         "kube_deployment_status_replicas_available": [], "vllm:num_requests_waiting": [],
         "kube_pod_created": [], "kube_pod_status_ready_time": [], "kube_pod_status_ready": [],
     }  # fmt: skip
-    durations = {}
+    durations, capped = {}, {}
     for seed, (name, base) in enumerate((("chat", 40.0), ("code", 10.0)), start=1):
         series = workload_series(name, seed, base)
         deployment = {"deployment": name}
-        families["demand"].append(({"workload": name}, points(series["demand"], STEP, START)))
+        for family in ("demand", "completed"):
+            families[family].append(({"workload": name}, points(series[family], STEP, START)))
+        # The steps a completion counter sits within 5 % of ready x capacity.
+        capped[name] = float(np.mean(series["demand"] >= 0.95 * series["ready"] * CAPACITY[name]))
         for family in (
             "kube_deployment_status_replicas",
             "kube_deployment_status_replicas_available",
@@ -182,7 +192,7 @@ def cluster(prometheus_factory: Callable[..., Any], tmp_path_factory: Any) -> Cl
         families["kube_pod_created"] += created
         families["kube_pod_status_ready_time"] += ready
     server = prometheus_factory([Gauge(name, series) for name, series in families.items()])
-    return Cluster(tmp_path_factory.mktemp("measured"), server.url, durations)
+    return Cluster(tmp_path_factory.mktemp("measured"), server.url, durations, capped)
 
 
 @pytest.fixture(scope="module")
@@ -215,6 +225,39 @@ def test_measured_capacity_is_within_ten_percent_of_the_true_one(
     capacity = measured[name].capacity
     assert capacity.method == "queue growth"
     assert capacity.per_replica == pytest.approx(CAPACITY[name], rel=0.10)
+
+
+@pytest.mark.parametrize("name", ["chat", "code"])
+def test_arrival_demand_is_not_capped(measured: dict[str, Any], name: str) -> None:
+    check = measured[name].capped
+    assert not check.capped
+    assert check.above > check.at_ceiling > 0  # the fleet was saturated, and demand crossed it
+
+
+def test_completions_capped_at_ready_times_capacity_are_warned_about_and_tagged(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    document = cluster.document()
+    for workload in document["workloads"]:
+        workload["demand"] = f'completed{{workload="{workload["name"]}"}}'
+    config = parse_config(document)
+    source = make_source(config.source.type, config.source)
+    try:
+        with caplog.at_level(logging.WARNING, logger="training.measured"):
+            _, found = resolve_measured(config, source)
+    finally:
+        source.close()
+    client = mlflow.MlflowClient(cluster.uri)
+    run = client.create_run(client.create_experiment("capped")).info.run_id
+    log_measured(client, run, found)
+    tags, metrics = client.get_run(run).data.tags, client.get_run(run).data.metrics
+    for name in ("chat", "code"):
+        check = found[name].capped
+        assert check.capped and check.above == 0
+        assert check.share == pytest.approx(cluster.capped[name], abs=0.01)
+        assert f"{name}: demand plateaus at ready replicas x capacity" in caplog.text
+        assert f"{name}: demand plateaus" in tags["prewarm.capped_demand"]
+        assert metrics[f"measured.{name}.capped_share"] == pytest.approx(check.share)
 
 
 def test_too_few_starts_fall_back_to_the_configured_value(cluster: Cluster) -> None:
@@ -279,6 +322,8 @@ def test_auto_trains_a_model_whose_policies_use_the_measured_values(
         a.path for a in mlflow.MlflowClient(cluster.uri).list_artifacts(result.run_id, "measured")
     ]
     assert artifacts == ["measured/cold_start.png"]
+    assert run.data.metrics["measured.chat.capped_share"] == measured["chat"].capped.share
+    assert "prewarm.capped_demand" not in run.data.tags
 
 
 def cli_train(cluster: Cluster, name: str, **changes: Any) -> Any:
