@@ -44,7 +44,9 @@ measured by training, see :mod:`training.measured`); ``measured`` (prometheus on
 ``pods``, label matchers of the workload's pods in kube-state-metrics, e.g.
 ``pod=~"chat-.*"``; ``queue``, PromQL of the requests waiting; ``cold_start_quantile``
 (0.9), ``min_starts`` (5), ``cold_start_fallback`` (``5m``), ``load_quantile`` (0.95));
-``policy`` (maps onto
+``hpa_metric`` (what the workload's HPA scales on today: ``demand``, the default, or
+``gpu-utilization``, DCGM GPU utilization: ``prewarm backtest --config`` then also runs the
+``gpu-utilization`` policy and reports hybrid's savings against it); ``policy`` (maps onto
 :class:`forecaster.workload.WorkloadPolicy`: ``hold``, ``decision_delay``, and the tuned
 settings of the two paths, each optional: ``quantile`` (the forecast path's, in (0, 1),
 default ``capacity``'s tau), ``forecast_utilization`` and ``target_utilization`` (of the
@@ -339,6 +341,21 @@ AUTO = "auto"
 """A ``cold_start`` or ``capacity_per_replica`` measured by training (:mod:`training.measured`)."""
 
 
+HPAMetric = Literal["demand", "gpu-utilization"]
+# The policy that simulates the HPA a workload runs today, by the metric it scales on.
+CURRENT_HPA: dict[str, str] = {"demand": "reactive", "gpu-utilization": "gpu-utilization"}
+
+
+def with_current_hpa(policies: tuple[str, ...], metric: str) -> tuple[str, ...]:
+    """``policies`` with the one simulating the workload's current HPA, added when missing.
+
+    >>> with_current_hpa(("static", "reactive", "hybrid"), "gpu-utilization")
+    ('static', 'reactive', 'hybrid', 'gpu-utilization')
+    """
+    current = CURRENT_HPA[metric]
+    return policies if current in policies else (*policies, current)
+
+
 class MeasuredConfig(_Strict):
     """Where a workload's ``auto`` cold start and capacity are measured (Prometheus only)."""
 
@@ -512,6 +529,12 @@ class WorkloadConfig(_Strict):
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Planning settings.")
     measured: MeasuredConfig = Field(
         default_factory=MeasuredConfig, description="Where `auto` values are measured."
+    )
+    hpa_metric: HPAMetric = Field(
+        default="demand",
+        description="What the workload's current HPA scales on: its demand, or DCGM GPU "
+        "utilization (`gpu-utilization`: the backtest also runs that HPA and reports the "
+        "savings against it).",
     )
 
     @model_validator(mode="after")
