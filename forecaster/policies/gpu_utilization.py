@@ -10,9 +10,10 @@ fleet grows by a factor of at most ``1 / target`` per cold start, where an HPA o
 asks for all it needs at once. That is what a backtest against this policy measures.
 
 Scrapes follow :class:`~forecaster.policies.reactive.ReactivePolicy`: samples every
-``scrape_interval`` seconds from ``scrape_phase``, each the mean busy fraction over the
-interval before it (dcgm-exporter's collection interval, 30 s by default), and the HPA reads
-their mean over ``rate_window`` (``avg_over_time(DCGM_FI_DEV_GPU_UTIL[1m])``).
+``scrape_interval`` seconds from ``scrape_phase``, each the busy fraction of the simulation
+step before it (DCGM samples the GPU over a second or less, so a scrape is close to
+instantaneous), and the HPA reads their mean over ``rate_window``
+(``avg_over_time(DCGM_FI_DEV_GPU_UTIL[1m])``).
 """
 
 from __future__ import annotations
@@ -84,12 +85,12 @@ class GPUUtilization:
         interval, phase = policy.scrape_interval, policy.scrape_phase
         self.window = policy.rate_window
         # Every scrape from one window before the first tick to the last tick, oldest first,
-        # and the mean demand over the interval before each.
+        # and the demand of the simulation step before each.
         first = phase + interval * math.floor((ticks[0] - self.window - phase) / interval)
         count = math.floor((ticks[-1] - first) / interval + 1e-9) + 1
         scrapes = first + interval * np.arange(count)
         self.scrapes = scrapes.tolist()
-        self.scraped_rates = obs.mean_rate(scrapes, interval).tolist()
+        self.scraped_rates = obs.mean_rate(scrapes, obs.sim_step).tolist()
         self.samples: list[float] = []  # utilization of each scrape taken so far
         self.oldest = 0  # the first sample inside the averaging window
         self.ready = initial
