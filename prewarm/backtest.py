@@ -223,6 +223,7 @@ def _backtest_config(
     from prewarm.manifests import registered_policies
     from training.compute import dask_client
     from training.config import load_config
+    from training.measured import resolve_measured
     from training.pipeline import pull_history
     from training.settings import resolve_tracking_uri
     from training.sources import make_source
@@ -241,6 +242,8 @@ def _backtest_config(
     with dask_client(dask_scheduler or config.compute.scheduler) as client:
         source = make_source(config.source.type, config.source)
         try:
+            # `auto` cold starts and capacities are measured as `prewarm train` measures them.
+            config, _ = resolve_measured(config, source)
             history = pull_history(config, source)
         finally:
             source.close()

@@ -123,7 +123,8 @@ def _capacity(
 ) -> tuple[CapacityEstimate | None, CapCheck]:
     """The capacity estimate (for ``auto`` or with a queue) and the capped-demand check.
 
-    The demand is compared with the capacity planned with: the measured one for ``auto``.
+    The demand is compared with the measured capacity when there is one: a plateau sits at
+    what the replicas really serve, which a typed value may miss. Else with ``configured``.
     """
     demand, ready, queue = _load_series(workload, source, window)
     if configured is not None and queue is None:
@@ -131,8 +132,7 @@ def _capacity(
     estimate = estimate_capacity(
         workload.name, demand, ready, queue, quantile=workload.measured.load_quantile
     )
-    planned = estimate.per_replica if configured is None else configured
-    return estimate, check_capped(workload.name, demand, ready, planned)
+    return estimate, check_capped(workload.name, demand, ready, estimate.per_replica)
 
 
 def pod_times(
