@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forecaster.backtest.frontier import BASELINES, RECOMMENDED, PolicyPoint, run_policy
+from forecaster.backtest.frontier import RECOMMENDED, PolicyPoint, compared, run_policy
 from forecaster.backtest.metrics import Metrics, compute_metrics
 from forecaster.exceptions import ConfigError
 from forecaster.policies import Observation
@@ -160,7 +160,7 @@ def deployed_savings(deployed: Mapping[str, Deployed]) -> dict[str, float | None
         return other.validation.cost if other is not None and other.meets_slo else None
 
     result: dict[str, float | None] = {}
-    for key, name in BASELINES.items():
+    for key, name in compared(deployed).items():
         theirs = cost(name)
         result[key] = 1.0 - ours.validation.cost / theirs if met and theirs and ours else None
     oracle = cost("oracle")

@@ -11,6 +11,7 @@ from forecaster.policies.base import Observation, Policy, QuantileForecast
 from forecaster.policies.buffered import BufferedPolicy
 from forecaster.policies.crane_dsp import CraneDSPPolicy
 from forecaster.policies.dynamo_planner import DynamoPlannerPolicy
+from forecaster.policies.gpu_utilization import GPUUtilizationPolicy
 from forecaster.policies.hybrid import HybridPolicy
 from forecaster.policies.keda_cron import KedaCronPolicy
 from forecaster.policies.oracle import OraclePolicy
@@ -22,6 +23,7 @@ from forecaster.policies.static import StaticPolicy
 POLICIES: dict[str, type[Policy]] = {
     "static": StaticPolicy,
     "reactive": ReactivePolicy,
+    "gpu-utilization": GPUUtilizationPolicy,
     "seasonal-naive": SeasonalNaivePolicy,
     "predictive": PredictivePolicy,
     "buffered": BufferedPolicy,

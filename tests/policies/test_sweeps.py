@@ -33,7 +33,7 @@ def test_hybrid_grid_is_the_joint_product() -> None:
     assert {p["forecast_utilization"] for p in buffered} == {1.0}
 
 
-@pytest.mark.parametrize("name", ["reactive", "seasonal-naive", "hybrid"])
+@pytest.mark.parametrize("name", ["reactive", "gpu-utilization", "seasonal-naive", "hybrid"])
 def test_every_hpa_policy_sweeps_the_same_tolerances(name: str) -> None:
     grid = policy_class(name).sweep_grid(SPEC)
     assert {p["tolerance"] for p in grid} == set(TOLERANCE_GRID)
@@ -75,7 +75,14 @@ def test_every_tuned_policy_gets_about_the_same_budget_of_settings() -> None:
     """Equal tuning resolution: no policy wins by having been searched more finely."""
     budgets = {
         name: len(policy_class(name).sweep_grid(SPEC))
-        for name in ("static", "reactive", "seasonal-naive", "predictive", "hybrid")
+        for name in (
+            "static",
+            "reactive",
+            "gpu-utilization",
+            "seasonal-naive",
+            "predictive",
+            "hybrid",
+        )
     }
     assert max(budgets.values()) <= 1.3 * min(budgets.values()), budgets
 
