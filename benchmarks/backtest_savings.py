@@ -216,6 +216,16 @@ def _table(
     return lines
 
 
+def _policy_table(
+    rows: dict[str, dict[str, Any]], cell: Callable[[dict[str, Any], str], str]
+) -> list[str]:
+    """One row per trace, one ``cell(row, policy)`` per policy of :data:`POLICIES`."""
+    lines = ["| trace | " + " | ".join(POLICIES) + " |", "|" + "---|" * (len(POLICIES) + 1)]
+    for name, row in rows.items():
+        lines.append(f"| {name} | " + " | ".join(cell(row, p) for p in POLICIES) + " |")
+    return lines
+
+
 def _peer_table(rows: dict[str, dict[str, Any]], costs: Any, savings: str) -> list[str]:
     return _table(rows, costs, savings, PEER_COLUMNS, ("hybrid", *PEER_POLICIES))
 
@@ -254,31 +264,26 @@ def markdown(rows: dict[str, dict[str, Any]], model: str) -> str:
         "",
         "### Unserved fraction on validation, and scale events per hour",
         "",
-        "| trace | " + " | ".join(POLICIES) + " |",
-        "|" + "---|" * (len(POLICIES) + 1),
-    ]
-    for name, row in rows.items():
-        cells = [
-            f"{d['unserved_fraction']:.2%}, {d['scale_events_per_hour']:.1f}/h"
-            for d in (row["deployed"][p] for p in POLICIES)
-        ]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += [
+        *_policy_table(
+            rows,
+            lambda row, p: (
+                f"{row['deployed'][p]['unserved_fraction']:.2%}, "
+                f"{row['deployed'][p]['scale_events_per_hour']:.1f}/h"
+            ),
+        ),
         "",
         "### Lowest unserved fraction reached, out of sample",
         "",
         "Each policy's setting with the least unserved work on the tuning window, scored on",
         "validation: unserved fraction and cost.",
         "",
-        "| trace | " + " | ".join(POLICIES) + " |",
-        "|" + "---|" * (len(POLICIES) + 1),
+        *_policy_table(
+            rows,
+            lambda row, p: (
+                f"{row['reach'][p]['unserved_fraction']:.3%} ({row['reach'][p]['cost']:,.0f})"
+            ),
+        ),
     ]
-    for name, row in rows.items():
-        cells = [
-            f"{r['unserved_fraction']:.3%} ({r['cost']:,.0f})"
-            for r in (row["reach"][p] for p in POLICIES)
-        ]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "### Targets (out of sample)", ""]
     for name, row in rows.items():
         lines.append(f"- **{name}**: " + "; ".join(targets(name, row)))
