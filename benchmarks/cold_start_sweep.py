@@ -39,9 +39,8 @@ if __name__ == "__main__" and not __package__:
 
 from benchmarks.backtest_savings import DATA, RESULTS, backtest_settings, loaders, workload
 from benchmarks.traces import TRACES
-from forecaster.backtest.frontier import PolicyPoint
 from forecaster.backtest.run import BacktestSettings, backtest, lead_forecast, lead_horizons
-from forecaster.backtest.tuning import TUNING, VALIDATION
+from forecaster.backtest.tuning import VALIDATION, safest
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from forecaster.frame import infer_step
@@ -54,20 +53,13 @@ if TYPE_CHECKING:
 
 PLOT = Path(__file__).resolve().parents[1] / "docs" / "cold-start-sweep.png"
 COLD_STARTS = "5s,30s,1m,2m,5m,10m"
-POLICIES = ("static", "reactive", "predictive", "hybrid", "oracle", *PEER_POLICIES)
+POLICIES = ("static", "reactive", "predictive", "buffered", "hybrid", "oracle", *PEER_POLICIES)
 # Every other policy plans on some prediction of demand; the oracle's is perfect, so it is
 # the bound, not a contender.
 NOT_PREDICTIVE = frozenset({"static", "reactive", "oracle"})
 PAYS, DOES_NOT_PAY = "pays", "does not pay"
 # A static fleet may still meet the SLO there: the verdict is between reactive and prediction.
 NONE_MEETS = "neither reactive nor prediction meets the SLO"
-
-
-def lowest_unserved(points: Sequence[PolicyPoint]) -> float:
-    """Out of sample, the least unserved work a policy reaches: its setting with the least
-    unserved on the tuning window (the cheapest of those), scored on validation."""
-    best = min(points, key=lambda p: (p.windows[TUNING].unserved_fraction, p.windows[TUNING].cost))
-    return best.windows[VALIDATION].unserved_fraction
 
 
 def compare(deployed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -186,7 +178,11 @@ def backtest_task(
     return {
         "cold_start": cold_start,
         "deployed": deployed,
-        "lowest_unserved": {p: lowest_unserved(pts) for p, pts in result.frontier.items()},
+        # the setting with the least unserved work on the tuning window, scored on validation
+        "lowest_unserved": {
+            p: safest(points).windows[VALIDATION].unserved_fraction
+            for p, points in result.frontier.items()
+        },
         "skipped": result.skipped,
         **compare(deployed),
         "seconds": time.perf_counter() - began,
