@@ -72,21 +72,33 @@ def loaders(data: Path) -> dict[str, Callable[[], pd.DataFrame]]:
     return result
 
 
+def workload(values: np.ndarray, cold_start: int = 300) -> WorkloadSpec:
+    """The benchmarks' workload on a trace: capacity per replica sized so the 99th percentile
+    of demand needs 20 replicas, room for twice the peak."""
+    capacity = float(np.nanquantile(values, 0.99)) / 20
+    return WorkloadSpec(
+        capacity_per_replica=capacity,
+        cold_start=cold_start,
+        max_replicas=int(np.ceil(np.nanmax(values) / (capacity * 0.5))) + 1,
+    )
+
+
+def backtest_settings(
+    spec: WorkloadSpec, policies: tuple[str, ...], model: str
+) -> BacktestSettings:
+    """The benchmarks' walk-forward: 14-day training window, retrained weekly."""
+    return BacktestSettings(
+        spec, policies, train_window=14 * 86400, retrain_every=7 * 86400, model=model
+    )
+
+
 def run(name: str, data: Path, model: str) -> dict[str, Any]:
     """One trace: cost at the SLO per policy, savings, and each policy's headline point."""
     began = time.perf_counter()
     frame = loaders(data)[name]()
     values = frame["value"].to_numpy(dtype=float)
     step = infer_step(frame)
-    capacity = float(np.nanquantile(values, 0.99)) / 20
-    spec = WorkloadSpec(
-        capacity_per_replica=capacity,
-        cold_start=300,
-        max_replicas=int(np.ceil(np.nanmax(values) / (capacity * 0.5))) + 1,
-    )
-    settings = BacktestSettings(
-        spec, POLICIES, train_window=14 * 86400, retrain_every=7 * 86400, model=model
-    )
+    settings = backtest_settings(workload(values), POLICIES, model)
     result = backtest(values, pd.DatetimeIndex(frame["timestamp"]), step, settings)
     headline = {
         policy: {

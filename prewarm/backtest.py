@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from prewarm.exit_codes import epilog
-from prewarm.options import Duration, console, split_names, stage_progress, user_errors
+from prewarm.options import Duration, split_names, stage_progress, user_errors
 from prewarm.spans import duration_text, scored_span
 from training.documents import dumps
 
@@ -218,8 +218,7 @@ def _backtest_config(
 ) -> None:
     """``--config``: every workload (or one) of a training config, tuned and registered."""
     from forecaster.exceptions import ConfigError
-    from prewarm import backtest_report
-    from prewarm.config_backtest import backtest_workloads
+    from prewarm.config_backtest import backtest_workloads, print_report
     from prewarm.manifests import registered_policies
     from training.compute import dask_client
     from training.config import load_config
@@ -258,13 +257,7 @@ def _backtest_config(
                 progress=progress,
                 client=client,
             )
-    out = console()
-    for name, document in documents.items():
-        out.print(f"[bold]{name}[/bold]")
-        backtest_report.print_table(document)
-        registered = document["deployed"].get("registered")
-        if registered is not None:
-            out.print(backtest_report.registered_line(registered), soft_wrap=True, markup=False)
+    print_report(documents, report_dir)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(dumps(documents, indent=2))

@@ -62,6 +62,7 @@ def to_json(
             "cold_start_seconds": spec.cold_start_model.planning_seconds,
             "capacity_per_replica": spec.capacity_per_replica,
             "replica_hour_cost": spec.replica_hour_cost,
+            "tier": spec.tier,
             "slo_latency_seconds": spec.slo_latency_seconds,
             "slo_unserved_fraction": spec.slo_unserved_fraction,
             "target_utilization": spec.target_utilization,

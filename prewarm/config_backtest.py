@@ -20,7 +20,9 @@ import pandas as pd
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.backtest.tuning import deployed_savings, score_setting
 from forecaster.workload import WorkloadPolicy
-from prewarm import backtest_report
+from prewarm import backtest_report, tables
+from prewarm.options import console
+from prewarm.spans import duration_text
 from training.compute import map_calls
 from training.config import TrainConfig, with_current_hpa
 from training.pipeline import model_params
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 
 DAY = 86400
 RETRAIN_EVERY = 7 * DAY
+TIERS = {1: "latency critical", 2: "default", 3: "batch"}
+TIERS_MARKDOWN = "tiers.md"
 
 
 def backtest_workloads(
@@ -104,3 +108,69 @@ def tuned_policies(
         name: policy.tuned(**documents[name]["deployed"]["policies"]["hybrid"]["settings"])
         for name, policy in config.policies.items()
     }
+
+
+def by_tier(documents: Mapping[str, dict[str, Any]]) -> dict[int, dict[str, dict[str, Any]]]:
+    """The backtest documents grouped by their workload's tier, tier 1 first, each group in
+    the config's order."""
+    groups: dict[int, dict[str, dict[str, Any]]] = {}
+    for name, document in documents.items():
+        groups.setdefault(document["settings"]["tier"], {})[name] = document
+    return dict(sorted(groups.items()))
+
+
+# Columns of a tier's table: header, the workload's value as text from its document.
+TIER_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("SLO\nlatency", lambda d: duration_text(d["settings"]["slo_latency_seconds"])),
+    ("SLO\nunserved", lambda d: f"{d['settings']['slo_unserved_fraction']:g}"),
+    ("hybrid\ncost", lambda d: f"{d['deployed']['policies']['hybrid']['cost']:,.1f}"),
+    (
+        "hybrid\nunserved",
+        lambda d: f"{d['deployed']['policies']['hybrid']['unserved_fraction']:.2e}",
+    ),
+    ("meets\nSLO", lambda d: "yes" if d["deployed"]["policies"]["hybrid"]["meets_slo"] else "no"),
+    ("vs\nreactive", lambda d: _saving(d, "vs_reactive")),
+    ("vs\nstatic", lambda d: _saving(d, "vs_static")),
+)
+
+
+def _saving(document: dict[str, Any], key: str) -> str:
+    saving = document["deployed"]["savings"].get(key)
+    return "-" if saving is None else f"{saving:+.1%}"
+
+
+def tier_table(tier: int, documents: Mapping[str, dict[str, Any]]) -> tables.TableSpec:
+    """One tier's workloads: the SLO each is held to and hybrid's deployed numbers.
+
+    Every workload of a tier is backtested against its own SLO latency; a batch tier's work
+    may wait in the queue for minutes and still be served.
+    """
+    return tables.TableSpec(
+        title=f"Tier {tier} ({TIERS.get(tier, 'unknown')}): hybrid deployed, out of sample",
+        key="workload",
+        headers=tuple(header for header, _ in TIER_COLUMNS),
+        rows=[(name, [cell(d) for _, cell in TIER_COLUMNS]) for name, d in documents.items()],
+        notes=["-: a side misses the SLO on validation, or did not run"],
+    )
+
+
+def print_report(documents: Mapping[str, dict[str, Any]], report_dir: Path | None) -> None:
+    """Each tier's table, then its workloads' tables, tier 1 first; with ``report_dir``,
+    the tier tables also go to its ``tiers.md``."""
+    out = console()
+    groups = by_tier(documents)
+    for tier, group in groups.items():
+        tables.print_table(out, tier_table(tier, group))
+        for name, document in group.items():
+            out.print(f"[bold]{name}[/bold] (tier {tier})")
+            backtest_report.print_table(document)
+            registered = document["deployed"].get("registered")
+            if registered is not None:
+                line = backtest_report.registered_line(registered)
+                out.print(line, soft_wrap=True, markup=False)
+    if report_dir is not None:
+        sections = [tables.markdown_table(tier_table(t, g)) for t, g in groups.items()]
+        report_dir.mkdir(parents=True, exist_ok=True)
+        (report_dir / TIERS_MARKDOWN).write_text(
+            "# Backtest by tier\n\n" + "\n\n".join(sections) + "\n"
+        )

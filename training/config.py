@@ -39,7 +39,10 @@ optional: the replicas the cluster ran and how many were ready, e.g.
 ``capacity_per_replica`` (required), ``cold_start`` (duration or ``{kind, seconds, low,
 high, sigma}``), ``target_utilization``, ``min_replicas``, ``max_replicas``,
 ``replica_hour_cost``, ``slo_latency``, ``slo_unserved_fraction``, ``tier``, ``quantile`` or
-``miss_cost`` + ``idle_cost``; ``cold_start`` and ``capacity_per_replica`` may be ``auto``:
+``miss_cost`` + ``idle_cost``; ``tier`` is 1 (latency critical), 2 (default) or 3 (batch)
+and sets the defaults of ``quantile`` (0.99, 0.95, 0.8) and of ``slo_latency`` (30 s, 30 s,
+``5m``: batch work queued for minutes is still served within its budget);
+``cold_start`` and ``capacity_per_replica`` may be ``auto``:
 measured by training, see :mod:`training.measured`); ``measured`` (prometheus only:
 ``pods``, label matchers of the workload's pods in kube-state-metrics, e.g.
 ``pod=~"chat-.*"``; ``queue``, PromQL of the requests waiting; ``cold_start_quantile``
@@ -385,6 +388,11 @@ class MeasuredConfig(_Strict):
     )
 
 
+# SLO latency per tier when `slo_latency` is not given: real-time work is late after 30 s,
+# batch work (tier 3) may queue for minutes and still be served within its budget.
+TIER_SLO_LATENCY: dict[int, int] = {1: 30, 2: 30, 3: 300}
+
+
 class CapacityConfig(_Strict):
     """Capacity, cost and service level of a workload (becomes a ``WorkloadSpec``)."""
 
@@ -398,14 +406,23 @@ class CapacityConfig(_Strict):
     min_replicas: int = Field(default=1, description="Lower bound on replicas.")
     max_replicas: int = Field(default=100, description="Upper bound on replicas.")
     replica_hour_cost: float = Field(default=4.0, description="Price of one replica-hour.")
-    slo_latency: Seconds = Field(
-        default=30, description="Work queued longer than this is unserved."
+    slo_latency: Seconds | None = Field(
+        default=None,
+        description="Work queued longer than this is unserved; default by `tier`.",
     )
     slo_unserved_fraction: float = Field(default=0.001, description="Acceptable unserved fraction.")
     tier: int = Field(default=2, description="1 latency critical, 2 default, 3 batch.")
     quantile: float | None = Field(default=None, description="Explicit forecast quantile tau.")
     miss_cost: float | None = Field(default=None, description="Cost of a unit of unserved demand.")
     idle_cost: float | None = Field(default=None, description="Cost of the capacity serving it.")
+
+    @property
+    def slo_latency_seconds(self) -> int:
+        """``slo_latency`` as given, else the tier's (:data:`TIER_SLO_LATENCY`)."""
+        if self.slo_latency is not None:
+            return self.slo_latency
+        # an unknown tier is refused by the spec's validation, which names it
+        return TIER_SLO_LATENCY.get(self.tier, TIER_SLO_LATENCY[2])
 
     @property
     def auto(self) -> tuple[str, ...]:
@@ -434,7 +451,7 @@ class CapacityConfig(_Strict):
             min_replicas=self.min_replicas,
             max_replicas=self.max_replicas,
             replica_hour_cost=self.replica_hour_cost,
-            slo_latency_seconds=float(self.slo_latency),
+            slo_latency_seconds=float(self.slo_latency_seconds),
             slo_unserved_fraction=self.slo_unserved_fraction,
             tier=self.tier,
             quantile=self.quantile,

@@ -125,6 +125,7 @@ def backtest(
     step: int,
     settings: BacktestSettings,
     progress: Progress | None = None,
+    forecast: QuantileForecast | None = None,
 ) -> BacktestResult:
     """Walk forward, sweep every policy, tune each out of sample, and compute the savings.
 
@@ -146,30 +147,28 @@ def backtest(
         Policies, windows, model and seed.
     progress
         Called as ``progress(stage, done, total)``.
+    forecast
+        The walk-forward forecasts of :func:`lead_forecast` for these ``values`` and
+        ``settings``, computed once and reused (for example across workloads that differ
+        only in settings the forecasts do not depend on); they may hold more horizons than
+        the lead window, which alone is read. ``None`` computes them here.
     """
     values = np.asarray(values, dtype=float)
     if np.isnan(values).all():
         raise DataValidationError("the demand series has no values")
-    splitter = WalkForward(
-        _cells(settings.train_window, step), _cells(settings.retrain_every, step)
-    )
+    splitter = _splitter(settings, step)
     start = splitter.train_window
     splitter.split(len(values))  # fails early, with the windows, when data is short
     spec = settings.spec
-    forecast = None
     scores: dict[str, ForecastScore] = {}
     if FORECAST_POLICIES & set(settings.policies):
-        first, last = WorkloadPolicy(spec, hold=settings.hold).horizon_range(step)
-        forecast = walk_forward_forecast(
-            values,
-            times,
-            lambda h, q: _seeded_model(settings.model, h, q, settings.seed, settings.model_params),
-            splitter,
-            range(first, last + 1),
-            QUANTILE_GRID,
-            progress=None if progress is None else lambda d, t: progress("forecasts", d, t),
-        )
+        first, last = lead_horizons(settings, step)
+        if forecast is None:
+            forecast = lead_forecast(values, times, step, settings, progress)
+        forecast = _horizons(forecast, first, last, len(values))
         scores[settings.model] = score_forecast(values, forecast, start, step)
+    else:
+        forecast = None  # no policy reads it: the result is the same with or without it
     obs = observe(
         values,
         step,
@@ -200,6 +199,56 @@ def backtest(
         obs, times, frontier, headline, costs, savings(costs), scores, skipped, deployed,
         deployed_savings(deployed), boundary,
     )  # fmt: skip
+
+
+def lead_horizons(settings: BacktestSettings, step: int) -> tuple[int, int]:
+    """First and last forecast horizon (data steps) the backtest's policies read."""
+    return WorkloadPolicy(settings.spec, hold=settings.hold).horizon_range(step)
+
+
+def lead_forecast(
+    values: np.ndarray,
+    times: pd.DatetimeIndex,
+    step: int,
+    settings: BacktestSettings,
+    progress: Progress | None = None,
+) -> QuantileForecast:
+    """The walk-forward forecasts :func:`backtest` plans on: ``settings.model`` refitted on
+    its schedule, over the horizons of :func:`lead_horizons` and the quantile grid.
+
+    The forecasts depend on the model, its seed and parameters, the windows and the
+    horizons, not on the rest of the workload: backtests whose settings differ only
+    elsewhere, or whose cold starts give the same horizons, can share them.
+    """
+    first, last = lead_horizons(settings, step)
+    splitter = _splitter(settings, step)
+    return walk_forward_forecast(
+        np.asarray(values, dtype=float),
+        times,
+        lambda h, q: _seeded_model(settings.model, h, q, settings.seed, settings.model_params),
+        splitter,
+        range(first, last + 1),
+        QUANTILE_GRID,
+        progress=None if progress is None else lambda d, t: progress("forecasts", d, t),
+    )
+
+
+def _horizons(forecast: QuantileForecast, first: int, last: int, n: int) -> QuantileForecast:
+    """``forecast`` restricted to horizons ``first..last``: what :func:`lead_forecast`
+    would have returned when it holds them for every one of the ``n`` data steps."""
+    wanted = range(first, last + 1)
+    missing = sorted(set(wanted) - set(forecast.horizons))
+    if missing or len(forecast.values) != n or forecast.quantiles != QUANTILE_GRID:
+        raise ConfigError(
+            f"the precomputed `forecast` must cover horizons {first}..{last} (data steps) "
+            f"with quantiles {list(QUANTILE_GRID)} for each of the {n} data steps; it has "
+            f"horizons {list(forecast.horizons)}, quantiles {list(forecast.quantiles)} and "
+            f"{len(forecast.values)} rows"
+        )
+    if forecast.horizons == tuple(wanted):
+        return forecast
+    columns = [forecast.horizons.index(h) for h in wanted]
+    return QuantileForecast(forecast.values[:, columns, :], tuple(wanted), forecast.quantiles)
 
 
 def _sweep_runnable(
@@ -317,6 +366,10 @@ def _seeded_model(
     if "random_state" in model.get_params() and "random_state" not in params:
         model.set_params(random_state=seed)
     return model
+
+
+def _splitter(settings: BacktestSettings, step: int) -> WalkForward:
+    return WalkForward(_cells(settings.train_window, step), _cells(settings.retrain_every, step))
 
 
 def _cells(seconds: int, step: int) -> int:
