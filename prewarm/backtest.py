@@ -14,7 +14,7 @@ from prewarm.options import Duration, console, split_names, stage_progress, user
 from prewarm.spans import duration_text, scored_span
 from training.documents import dumps
 
-DEFAULT_POLICIES = "static,reactive,seasonal-naive,predictive,hybrid,oracle"
+DEFAULT_POLICIES = "static,reactive,seasonal-naive,predictive,buffered,hybrid,oracle"
 DEFAULT_MIN_EVAL = 3 * 86400
 
 F = TypeVar("F", bound=Callable[..., Any])

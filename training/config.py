@@ -51,9 +51,12 @@ measured by training, see :mod:`training.measured`); ``measured`` (prometheus on
 settings of the two paths, each optional: ``quantile`` (the forecast path's, in (0, 1),
 default ``capacity``'s tau), ``forecast_utilization`` and ``target_utilization`` (of the
 forecast and the reactive path, in (0, 1], default ``capacity.target_utilization``),
-``tolerance`` (the HPA's, in [0, 1), default 0.1)). The policies are registered with the
-model version; ``prewarm serve`` plans with the registered ones and refuses a workload whose
-section here disagrees with them (settings left unset here defer to the registered ones).
+``tolerance`` (the HPA's, in [0, 1), default 0.1), ``buffer_quantile`` (the warm buffer's
+quantile of the demand increase over the lead window, in [0, 1), 0 for none, the default;
+training learns the buffer itself from the history, :mod:`forecaster.buffer`)). The policies
+are registered with the model version; ``prewarm serve`` plans with the registered ones and
+refuses a workload whose section here disagrees with them (settings left unset here defer to
+the registered ones).
 
 ``model``: ``name`` (registered forecast model, default ``lightgbm``); ``params`` (its
 constructor arguments); ``features`` (:class:`forecaster.features.FeatureConfig` fields);
@@ -126,6 +129,9 @@ from training.compute import scheduler_address
 from training.documents import dumps
 
 logger = logging.getLogger(__name__)
+
+# WorkloadPolicy fields training learns from the history, never stated in the file.
+LEARNED = ("buffer", "buffer_level")
 
 DURATION_EXPECTED = "must be a duration like '5m' or a number of seconds > 0"
 
@@ -490,6 +496,14 @@ class PolicyConfig(_Strict):
         allow_inf_nan=False,
         description=f"The HPA's tolerance around a ratio of 1 (default {DEFAULT_TOLERANCE}).",
     )
+    buffer_quantile: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Quantile of the demand increase over the lead window kept warm beside the "
+        "forecast (the warm buffer; training learns it); 0 for none (default 0).",
+    )
 
     @property
     def unset(self) -> tuple[str, ...]:
@@ -588,10 +602,14 @@ class WorkloadConfig(_Strict):
 
     @property
     def deferred(self) -> tuple[str, ...]:
-        """Fields the registered policy decides: tuned settings the file leaves unset, and
-        the measured (``auto``) capacity fields, as :meth:`WorkloadPolicy.differences`
-        names them."""
-        return (*self.policy.unset, *(f"spec.{name}" for name in self.capacity.auto))
+        """Fields the registered policy decides: tuned settings the file leaves unset, the
+        measured (``auto``) capacity fields and what training learns from the history (the
+        warm buffer), as :meth:`WorkloadPolicy.differences` names them."""
+        return (
+            *self.policy.unset,
+            *(f"spec.{name}" for name in self.capacity.auto),
+            *LEARNED,
+        )
 
     def _policy(self, spec: WorkloadSpec) -> WorkloadPolicy:
         policy = self.policy
@@ -603,6 +621,7 @@ class WorkloadConfig(_Strict):
             tolerance=DEFAULT_TOLERANCE if policy.tolerance is None else policy.tolerance,
             hold=float(policy.hold),
             decision_delay=float(policy.decision_delay),
+            buffer_quantile=policy.buffer_quantile or 0.0,
         )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from forecaster.exceptions import UnknownNameError
 from forecaster.policies.aws_predictive import AWSPredictivePolicy
 from forecaster.policies.base import Observation, Policy, QuantileForecast
+from forecaster.policies.buffered import BufferedPolicy
 from forecaster.policies.crane_dsp import CraneDSPPolicy
 from forecaster.policies.dynamo_planner import DynamoPlannerPolicy
 from forecaster.policies.gpu_utilization import GPUUtilizationPolicy
@@ -25,6 +26,7 @@ POLICIES: dict[str, type[Policy]] = {
     "gpu-utilization": GPUUtilizationPolicy,
     "seasonal-naive": SeasonalNaivePolicy,
     "predictive": PredictivePolicy,
+    "buffered": BufferedPolicy,
     "hybrid": HybridPolicy,
     "oracle": OraclePolicy,
     # The autoscalers a user would install instead, each computing its own forecast.

@@ -63,6 +63,7 @@ def test_backtest_writes_json_and_report(data_file: Path, tmp_path: Path) -> Non
         "reactive",
         "seasonal-naive",
         "predictive",
+        "buffered",
         "hybrid",
         "oracle",
     ]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from forecaster.policies import Observation, QuantileForecast, make_policy, policy_class
-from forecaster.policies.hybrid import TAIL_UTILIZATION
+from forecaster.policies.hybrid import TAIL_BUFFER, TAIL_UTILIZATION
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID
 from forecaster.workload import WorkloadSpec
@@ -19,13 +19,18 @@ SPEC = WorkloadSpec(capacity_per_replica=10.0, cold_start=60, target_utilization
 
 def test_hybrid_grid_is_the_joint_product() -> None:
     grid = policy_class("hybrid").sweep_grid(SPEC)
-    joint = [p for p in grid if p["forecast_utilization"] == 1.0]
+    joint = [p for p in grid if p["forecast_utilization"] == 1.0 and p["buffer_quantile"] == 0]
     pairs = {(p["quantile"], p["target_utilization"], p["tolerance"]) for p in joint}
     assert len(joint) == len(pairs) == len(QUANTILE_GRID) * len(REACTIVE_PATH_GRID) * 2
-    # the extra margin points sit past the top quantile, more conservative than any other
+    # the extra margin points sit past the top quantile, more conservative than any other:
+    # a lower forecast utilization, or the warm buffer at its top quantile
     tail = [p for p in grid if p["forecast_utilization"] < 1.0]
-    assert {p["quantile"] for p in tail} == {QUANTILE_GRID[-1]}
+    buffered = [p for p in grid if p["buffer_quantile"] > 0]
+    assert {p["quantile"] for p in tail + buffered} == {QUANTILE_GRID[-1]}
     assert len(tail) == len(TAIL_UTILIZATION) * len(REACTIVE_PATH_GRID) * 2
+    assert {p["buffer_quantile"] for p in buffered} == set(TAIL_BUFFER)
+    assert len(buffered) == len(TAIL_BUFFER) * len(REACTIVE_PATH_GRID) * 2
+    assert {p["forecast_utilization"] for p in buffered} == {1.0}
 
 
 @pytest.mark.parametrize("name", ["reactive", "gpu-utilization", "seasonal-naive", "hybrid"])
