@@ -246,7 +246,13 @@ def _unit_interval(name: str, value: float, *, closed_right: bool) -> None:
 
 
 # The settings the backtest tunes, in report order.
-TUNED = ("quantile", "forecast_utilization", "target_utilization", "tolerance")
+TUNED = (
+    "quantile",
+    "forecast_utilization",
+    "target_utilization",
+    "tolerance",
+    "activation_probability",
+)
 # The Kubernetes HPA's default tolerance: a ratio within 10 % of 1 changes nothing.
 DEFAULT_TOLERANCE = 0.1
 
@@ -288,6 +294,10 @@ class WorkloadPolicy:
     hold, decision_delay
         Seconds a replica is kept past the lead, and the metric lag plus polling added to the
         cold start.
+    activation_probability
+        ``p`` of the KEDA activation rule (:mod:`forecaster.activation`): with
+        ``min_replicas`` 0 the workload is woken when the forecast over the lead window gives
+        ``P(demand > 0) > p``; ``None`` takes ``1 - tau``, the planned quantile.
 
     Examples
     --------
@@ -304,10 +314,13 @@ class WorkloadPolicy:
     tolerance: float = DEFAULT_TOLERANCE
     hold: float = 0.0
     decision_delay: float = 0.0
+    activation_probability: float | None = None
 
     def __post_init__(self) -> None:
-        if self.quantile is not None and not 0 < self.quantile < 1:
-            raise ConfigError(f"`quantile` must be in (0, 1), got {self.quantile!r}")
+        for name in ("quantile", "activation_probability"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < 1:
+                raise ConfigError(f"`{name}` must be in (0, 1), got {value!r}")
         for name in ("forecast_utilization", "target_utilization"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and 0 < value <= 1):
@@ -326,6 +339,14 @@ class WorkloadPolicy:
     def tau(self) -> float:
         """The forecast path's quantile."""
         return float(self.spec.tau if self.quantile is None else self.quantile)
+
+    @property
+    def activation_p(self) -> float:
+        """``p`` of the activation rule: active when ``P(demand > 0)`` over the lead window
+        is above it."""
+        if self.activation_probability is None:
+            return round(1.0 - self.tau, 6)
+        return float(self.activation_probability)
 
     @property
     def forecast_u(self) -> float:
@@ -377,6 +398,7 @@ class WorkloadPolicy:
             "forecast_utilization": self.forecast_u,
             "target_utilization": self.reactive_u,
             "tolerance": self.tolerance,
+            "activation_probability": self.activation_p,
         }
 
     # -- serialization -------------------------------------------------------------------------

@@ -56,6 +56,7 @@ def hybrid_policy(policy: WorkloadPolicy, behavior: HPABehavior = DEFAULT_BEHAVI
         hold=policy.hold,
         behavior=behavior,
         tolerance=policy.tolerance,
+        activation_probability=policy.activation_p,
     )
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
 
+from forecaster.activation import ACTIVATION_GRID, activation_quantile, is_active
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.predictive import QUANTILE_GRID, PredictivePolicy
@@ -32,6 +34,10 @@ class HybridPolicy(ReactivePolicy):
         ``u`` of the forecast path; ``None`` takes the workload's.
     target_utilization, scrape_interval, rate_window, behavior, tolerance, scrape_phase
         Of the reactive path and of the HPA (see :class:`ReactivePolicy`).
+    activation_probability
+        With ``min_replicas`` 0, ``p`` of prewarm's push trigger (``StreamIsActive``): KEDA
+        wakes the workload when the forecast over the lead window gives ``P(demand > 0) >
+        p`` (:mod:`forecaster.activation`); ``None`` takes ``1 - quantile``.
     """
 
     knob: ClassVar[str | None] = "quantile"
@@ -48,6 +54,7 @@ class HybridPolicy(ReactivePolicy):
         behavior: HPABehavior | None = None,
         tolerance: float | None = None,
         scrape_phase: float = 0.0,
+        activation_probability: float | None = None,
     ) -> None:
         super().__init__(
             target_utilization, scrape_interval, rate_window, behavior, tolerance, scrape_phase
@@ -55,6 +62,7 @@ class HybridPolicy(ReactivePolicy):
         self.quantile = quantile
         self.forecast_utilization = forecast_utilization
         self.hold = hold
+        self.activation_probability = activation_probability
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
@@ -64,7 +72,23 @@ class HybridPolicy(ReactivePolicy):
         hotter, and the cheapest pair is not the best of each alone. The forecast path runs
         at utilization 1: its quantile already is the margin for forecast error, and a
         second margin on top of it only adds idle replicas, except past the top quantile.
+
+        With ``min_replicas`` 0 the activation probability takes the place of the reactive
+        path's utilization (which then runs at 1, catching only demand above the ready
+        capacity), so the budget of settings stays the same.
         """
+        points = cls._points(spec)
+        if spec.min_replicas > 0:
+            return points
+        # The i-th reactive-path utilization's points try the i-th activation probability.
+        swap = dict(zip(REACTIVE_PATH_GRID, ACTIVATION_GRID, strict=True))
+        return tuple(
+            p | {"target_utilization": 1.0, "activation_probability": swap[p["target_utilization"]]}
+            for p in points
+        )
+
+    @classmethod
+    def _points(cls, spec: WorkloadSpec) -> Grid:
         joint = [
             {"quantile": q, "target_utilization": u, "forecast_utilization": 1.0, "tolerance": t}
             for q, u, t in itertools.product(QUANTILE_GRID, REACTIVE_PATH_GRID, TOLERANCE_GRID)
@@ -82,7 +106,16 @@ class HybridPolicy(ReactivePolicy):
         """Replicas the two-metric HPA keeps at each simulation step."""
         forecast = PredictivePolicy(self.quantile, self.forecast_utilization, self.hold)
         rate = forecast.rate_at(obs, self.ticks(obs))
-        return self.plan_with(obs, [(rate, self.forecast_target(obs.spec))])
+        return self.plan_with(obs, [(rate, self.forecast_target(obs.spec))], self._pushed(obs))
+
+    def _pushed(self, obs: Observation) -> Callable[[np.ndarray], np.ndarray]:
+        """Activity of prewarm's push trigger at given times: the ``1 - p`` quantile of the
+        lead window's forecast above 0."""
+        p = self.activation_probability
+        if p is None:
+            p = 1.0 - (self.quantile or obs.spec.tau)
+        window = PredictivePolicy(activation_quantile(p), hold=self.hold)
+        return lambda times: is_active(window.rate_at(obs, times))
 
     def forecast_target(self, spec: WorkloadSpec) -> float:
         """``averageValue`` of the forecast-demand metric: demand per replica at the forecast

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import numpy as np
 
+from forecaster.activation import KedaActivation, awake_replicas, is_active
 from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior, HPAController
@@ -105,19 +106,42 @@ class ReactivePolicy:
         """Replicas the HPA keeps at each simulation step."""
         return self.plan_with(obs, ())
 
-    def plan_with(self, obs: Observation, extra: Sequence[ExtraMetric]) -> np.ndarray:
-        """Replicas of an HPA that also reads ``extra`` metrics (the max wins)."""
+    def plan_with(
+        self,
+        obs: Observation,
+        extra: Sequence[ExtraMetric],
+        pushed: Callable[[np.ndarray], np.ndarray] | None = None,
+    ) -> np.ndarray:
+        """Replicas of an HPA that also reads ``extra`` metrics (the max wins).
+
+        With ``min_replicas`` 0, KEDA owns 0 <-> 1 (:mod:`forecaster.activation`): its
+        ``prometheus`` trigger on the demand is active above 0 and is polled; ``pushed``
+        gives, at the sync ticks, the activity of a push trigger beside it.
+        """
         behavior = self.hpa_behavior()
         sync = behavior.sync_period_seconds
         ticks = obs.step_times(sync)
         usage = self.metric(obs, ticks)
         usages = [usage, *(values for values, _ in extra)]
         targets = [self.demand_target(obs.spec), *(t for _, t in extra)]
-        controller = HPAController(behavior, obs.spec.min_replicas, obs.spec.max_replicas)
+        low = max(1, obs.spec.min_replicas)  # KEDA's HPA runs from max(1, minReplicaCount)
+        controller = HPAController(behavior, low, obs.spec.max_replicas)
         # A controller that has been running holds its steady-state answer at the start.
         first = max((math.ceil(u[0] / t) for u, t in zip(usages, targets, strict=True)), default=0)
-        initial = int(np.clip(first, obs.spec.min_replicas, obs.spec.max_replicas))
-        return obs.hold_to_steps(controller.run(usages, targets, initial), sync)
+        initial = int(np.clip(first, low, obs.spec.max_replicas))
+        if obs.spec.min_replicas > 0:
+            return obs.hold_to_steps(controller.run(usages, targets, initial), sync)
+        awake = KedaActivation().awake(
+            ticks, is_active(usage), None if pushed is None else pushed(ticks)
+        )
+        replicas = awake_replicas(
+            awake,
+            lambda begin, end, start: controller.run(
+                [u[begin:end] for u in usages], targets, start
+            ),
+            initial,
+        )
+        return obs.hold_to_steps(replicas, sync)
 
     def metric(self, obs: Observation, times: np.ndarray) -> np.ndarray:
         """The demand metric the HPA reads at ``times``: Prometheus' ``rate()`` (see above)."""
