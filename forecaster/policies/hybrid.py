@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -12,7 +11,12 @@ from forecaster.activation import ACTIVATION_GRID, activation_quantile, is_activ
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.predictive import QUANTILE_GRID, PredictivePolicy
-from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
+from forecaster.policies.reactive import (
+    REACTIVE_PATH_GRID,
+    TOLERANCE_GRID,
+    Activity,
+    ReactivePolicy,
+)
 from forecaster.workload import WorkloadSpec
 
 # Forecast-path utilizations tried at the top quantile only (margin beyond the forecast).
@@ -108,7 +112,7 @@ class HybridPolicy(ReactivePolicy):
         rate = forecast.rate_at(obs, self.ticks(obs))
         return self.plan_with(obs, [(rate, self.forecast_target(obs.spec))], self._pushed(obs))
 
-    def _pushed(self, obs: Observation) -> Callable[[np.ndarray], np.ndarray]:
+    def _pushed(self, obs: Observation) -> Activity:
         """Activity of prewarm's push trigger at given times: the ``1 - p`` quantile of the
         lead window's forecast above 0."""
         p = self.activation_probability

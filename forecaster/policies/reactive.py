@@ -17,6 +17,8 @@ from forecaster.workload import WorkloadSpec
 
 # Usage a forecast-driven path adds to the HPA: (value per sync tick, averageValue target).
 ExtraMetric = tuple[np.ndarray, float]
+# Whether a KEDA trigger is active at given times (seconds from the first data point).
+Activity = Callable[[np.ndarray], np.ndarray]
 
 # Target utilizations from 0.3 to 1 in steps of 0.025: the reactive HPA's one knob, as fine
 # as the budget of settings the other policies get (tests/policies/test_sweeps.py).
@@ -110,13 +112,15 @@ class ReactivePolicy:
         self,
         obs: Observation,
         extra: Sequence[ExtraMetric],
-        pushed: Callable[[np.ndarray], np.ndarray] | None = None,
+        pushed: Activity | None = None,
+        polled: Activity | None = None,
     ) -> np.ndarray:
         """Replicas of an HPA that also reads ``extra`` metrics (the max wins).
 
         With ``min_replicas`` 0, KEDA owns 0 <-> 1 (:mod:`forecaster.activation`): its
-        ``prometheus`` trigger on the demand is active above 0 and is polled; ``pushed``
-        gives, at the sync ticks, the activity of a push trigger beside it.
+        ``prometheus`` trigger on the demand is active above 0 and is polled; ``polled`` and
+        ``pushed`` give, at the sync ticks, the activity of a polled and of a push trigger
+        beside it.
         """
         behavior = self.hpa_behavior()
         sync = behavior.sync_period_seconds
@@ -131,8 +135,11 @@ class ReactivePolicy:
         initial = int(np.clip(first, low, obs.spec.max_replicas))
         if obs.spec.min_replicas > 0:
             return obs.hold_to_steps(controller.run(usages, targets, initial), sync)
+        demand_active = is_active(usage)
         awake = KedaActivation().awake(
-            ticks, is_active(usage), None if pushed is None else pushed(ticks)
+            ticks,
+            demand_active if polled is None else demand_active | polled(ticks),
+            None if pushed is None else pushed(ticks),
         )
         replicas = awake_replicas(
             awake,

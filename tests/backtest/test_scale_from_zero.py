@@ -123,3 +123,19 @@ def test_min_one_replica_keeps_keda_out_of_it() -> None:
     obs = Observation(demand, STEP, START, spec, sim_step=STEP)
     desired = make_policy("reactive", target_utilization=1.0).plan(obs)
     assert desired.min() == 1
+
+
+def test_a_keda_cron_window_wakes_the_workload_at_the_poll_that_opens_it() -> None:
+    # One week of history with demand every day from 09:00 to 10:00; in the scored day it
+    # comes ten minutes late. The learned cron window for 09:00 opens on time.
+    cells = np.arange(8 * 1440) * 60.0
+    hour = (cells % 86400) / 3600
+    scored = 7 * 1440
+    demand = np.where((hour >= 9) & (hour < 10), RATE, 0.0)
+    demand[(cells >= scored * 60) & (hour < 9 + 10 / 60)] = 0.0
+    obs = Observation(demand, 60.0, scored, SPEC, sim_step=STEP, train_window=scored)
+    times = obs.step_times()
+    cron = make_policy("keda-cron", quantile=0.5, target_utilization=1.0).plan(obs)
+    assert times[cron > 0][0] == scored * 60 + 9 * 3600
+    reactive = make_policy("reactive", target_utilization=1.0).plan(obs)
+    assert times[reactive > 0][0] > scored * 60 + 9 * 3600 + 600  # only after the demand
