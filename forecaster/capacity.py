@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from forecaster.buffer import buffer_rate
 from forecaster.exceptions import ConfigError, DataValidationError, PlanError
 from forecaster.models.base import BaseForecaster, quantile_column
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
@@ -190,8 +191,10 @@ def plan_capacity(
     -------
     pandas.DataFrame
         One row per workload with :data:`PLAN_COLUMNS`, then ``peak_horizon_seconds`` (the
-        earliest horizon at which the planned quantile reaches its maximum) and one column
-        per model quantile (``q0.5``...): its largest forecast over the same lead window.
+        earliest horizon at which the planned quantile reaches its maximum),
+        ``buffer_demand`` (the warm buffer's ask, NaN without one; ``forecast_demand`` is
+        the larger of it and the forecast) and one column per model quantile (``q0.5``...):
+        its largest forecast over the same lead window.
     """
     policies = {
         name: item
@@ -288,6 +291,9 @@ def plan_capacity(
         )
 
     _, first_row = np.unique(codes, return_index=True)  # the first row of every series
+    origin = forecast["origin"].iloc[first_row].reset_index(drop=True)
+    buffered = _buffer_demand(names, policies, history, model, origin)
+    demand = np.fmax(demand, buffered)  # NaN (no buffer) leaves the forecast
     replicas = desired_replicas(
         demand,
         capacity_per_replica=capacity,
@@ -298,13 +304,50 @@ def plan_capacity(
     return pd.DataFrame(
         {
             "series": np.asarray(names, dtype=object),
-            "origin": forecast["origin"].iloc[first_row].reset_index(drop=True),
+            "origin": origin,
             "forecast_demand": demand,
             "desired_replicas": replicas.astype(np.int64),
             "quantile": tau,
             "lead_time_seconds": lead,
             "peak_horizon_seconds": (peak * step).astype(float),
+            "buffer_demand": buffered,
             **{column: window_max[:, j] for j, column in enumerate(present)},
         },
-        columns=[*PLAN_COLUMNS, "peak_horizon_seconds", *present],
+        columns=[*PLAN_COLUMNS, "peak_horizon_seconds", "buffer_demand", *present],
     )
+
+
+def _buffer_demand(
+    names: Sequence[str],
+    policies: Mapping[str, WorkloadPolicy],
+    history: pd.DataFrame,
+    model: BaseForecaster,
+    origin: pd.Series,
+) -> np.ndarray:
+    """Per workload, the warm buffer's ask (NaN without one): the latest observed demand
+    plus its origin hour's learned buffer (:mod:`forecaster.buffer`); the plan asks for the
+    larger of it and the forecast, as the backtest's hybrid does."""
+    out = np.full(len(names), np.nan)
+    rows = [i for i, name in enumerate(names) if policies[name].buffer_quantile > 0]
+    if not rows:
+        return out
+    unlearned = [names[i] for i in rows if not policies[names[i]].buffer]
+    if unlearned:
+        raise PlanError(
+            f"workload {unlearned[0]!r} plans with a warm buffer (`buffer_quantile` > 0) but "
+            "its policy holds no learned `buffer`: train it (prewarm train learns it)"
+        )
+    columns = model.columns_
+    observed = history.dropna(subset=[columns.target_col]).sort_values(columns.time_col)
+    latest = observed.groupby(columns.id_col)[columns.target_col].last()
+    wanted = [names[i] for i in rows]
+    now = latest.reindex(wanted).to_numpy(dtype=float)
+    if not np.isfinite(now).all():
+        missing = wanted[int(np.flatnonzero(~np.isfinite(now))[0])]
+        raise DataValidationError(f"no observed demand for workload {missing!r}'s warm buffer")
+    stamps = pd.DatetimeIndex(origin.iloc[rows])
+    hours = (stamps.tz_convert("UTC") if stamps.tz is not None else stamps).hour.to_numpy()
+    ratios = np.array([policies[name].buffer[h] for name, h in zip(wanted, hours, strict=True)])
+    levels = np.array([policies[name].buffer_level for name in wanted])
+    out[rows] = buffer_rate(now, ratios, levels)
+    return out

@@ -18,6 +18,14 @@ Capacity per replica
     from those where it did not (the fewest steps on the wrong side). Without one: a quantile
     of the per-replica load the workload ran at, which is what its replicas were seen to
     sustain, not necessarily what they could.
+
+Capped demand
+    A demand series that counts completions (requests served) rather than arrivals cannot
+    exceed what the ready replicas serve: while the fleet is saturated it plateaus at ready
+    replicas x capacity, and the forecast learns the fleet's ceiling instead of the demand.
+    The series is *capped* when the per-replica load sits within ``tolerance`` of the
+    capacity in at least ``min_share`` of the steps and (almost) never above it, where an
+    arrival series would have crossed it.
 """
 
 from __future__ import annotations
@@ -32,6 +40,14 @@ DEFAULT_QUANTILE = 0.9
 DEFAULT_MIN_STARTS = 5
 DEFAULT_FALLBACK = 300.0
 DEFAULT_LOAD_QUANTILE = 0.95
+# A load within 5 % of the capacity counts as at the ceiling: rate() windows and a capacity
+# estimated from the same series blur an exact plateau by a few percent.
+DEFAULT_CAP_TOLERANCE = 0.05
+# At the ceiling in at least 1 % of the steps (15 minutes a day at 1-minute steps) ...
+DEFAULT_CAP_SHARE = 0.01
+# ... and above it in fewer than a tenth as many: an arrival series crosses a ceiling it
+# reaches, a completion series stays under it.
+ABOVE_PER_CAPPED = 0.1
 
 
 @dataclass(frozen=True)
@@ -235,3 +251,105 @@ def _growth_threshold(load: np.ndarray, grew: np.ndarray) -> float:
     best = np.flatnonzero(errors == errors.min())
     k = int(best[len(best) // 2])
     return float((x[k] + x[k + 1]) / 2)
+
+
+@dataclass(frozen=True)
+class CapCheck:
+    """Whether a demand series plateaus at ready replicas x capacity, and how often."""
+
+    workload: str
+    capacity: float
+    """The capacity per replica the load was compared with."""
+    steps: int
+    """Steps with demand and at least one ready replica."""
+    at_ceiling: int
+    """Of those, the steps whose load per replica is within the tolerance of ``capacity``."""
+    above: int
+    """Of those, the steps whose load per replica is above the tolerance band."""
+    plateau: float
+    """Median load per replica over the steps at the ceiling (NaN when there are none)."""
+    min_share: float
+
+    @property
+    def share(self) -> float:
+        """Fraction of the steps at the ceiling: the share of time the series was capped."""
+        return self.at_ceiling / self.steps if self.steps else 0.0
+
+    @property
+    def capped(self) -> bool:
+        """Whether the series reaches the ceiling often and (almost) never crosses it."""
+        return self.share >= self.min_share and self.above < ABOVE_PER_CAPPED * self.at_ceiling
+
+    def describe(self) -> str:
+        """One line for the log and the run: the plateau and the share of time capped."""
+        if not self.capped:
+            return (
+                f"{self.workload}: demand is not capped at ready replicas x capacity "
+                f"({self.share:.1%} of {self.steps} steps at the ceiling, {self.above} above it)"
+            )
+        return (
+            f"{self.workload}: demand plateaus at ready replicas x capacity ({self.plateau:.4g} "
+            f"per ready replica, capacity {self.capacity:.4g}) in {self.share:.1%} of "
+            f"{self.steps} steps and exceeds it in {self.above}: the series looks like "
+            "completions, which flatten when the fleet is saturated; forecasting it learns "
+            "the fleet's ceiling, not the demand. Use an arrival-side query "
+            "(docs/measured.md, 'Demand that is not capped')"
+        )
+
+
+def check_capped(
+    workload: str,
+    demand: np.ndarray,
+    ready: np.ndarray,
+    capacity: float,
+    *,
+    tolerance: float = DEFAULT_CAP_TOLERANCE,
+    min_share: float = DEFAULT_CAP_SHARE,
+) -> CapCheck:
+    """Compare the load per ready replica with ``capacity`` (see the module docstring).
+
+    Parameters
+    ----------
+    workload
+        Named in errors and in :meth:`CapCheck.describe`.
+    demand, ready
+        Demand and ready replicas on one grid; steps where either is missing (NaN) or no
+        replica is ready are left out.
+    capacity
+        Capacity per replica, in the demand's units (configured or measured).
+    tolerance
+        Relative distance from ``capacity`` that counts as at the ceiling.
+    min_share
+        Fraction of the steps at the ceiling from which the series counts as capped.
+
+    Raises
+    ------
+    DataValidationError
+        The series differ in length, or ``capacity`` is not a positive finite number.
+    """
+    demand = np.asarray(demand, dtype=float)
+    ready = np.asarray(ready, dtype=float)
+    if demand.shape != ready.shape:
+        raise DataValidationError(
+            f"workload {workload!r}: demand and ready replicas must share one grid, got "
+            f"lengths {demand.size} and {ready.size}"
+        )
+    if not (np.isfinite(capacity) and capacity > 0):
+        raise DataValidationError(
+            f"workload {workload!r}: capacity per replica must be a positive finite number, "
+            f"got {capacity!r}"
+        )
+    load = demand / np.where(ready > 0, ready, np.nan)
+    load = load[np.isfinite(load)]
+    ratio = load / capacity
+    ceiling = np.abs(ratio - 1.0) <= tolerance
+    plateau = float(np.median(load[ceiling])) if ceiling.any() else float("nan")
+    return CapCheck(
+        workload,
+        float(capacity),
+        int(load.size),
+        int(ceiling.sum()),
+        int((ratio > 1.0 + tolerance).sum()),
+        plateau,
+        min_share,
+    )

@@ -251,8 +251,11 @@ TUNED = (
     "forecast_utilization",
     "target_utilization",
     "tolerance",
+    "buffer_quantile",
     "activation_probability",
 )
+# Hourly increments of a learned warm buffer (forecaster.buffer), one per UTC hour.
+BUFFER_HOURS = 24
 # The Kubernetes HPA's default tolerance: a ratio within 10 % of 1 changes nothing.
 DEFAULT_TOLERANCE = 0.1
 
@@ -294,6 +297,13 @@ class WorkloadPolicy:
     hold, decision_delay
         Seconds a replica is kept past the lead, and the metric lag plus polling added to the
         cold start.
+    buffer_quantile
+        Quantile of the demand increase over the lead window kept warm on top of the demand
+        at the origin (:mod:`forecaster.buffer`); 0 plans without a warm buffer.
+    buffer, buffer_level
+        The learned buffer: the increase per UTC hour of the origin relative to
+        ``max(demand, buffer_level)`` (24 ratios), and the level (the training window's mean
+        demand), learned at ``buffer_quantile``; empty and 0 until training learns them.
     activation_probability
         ``p`` of the KEDA activation rule (:mod:`forecaster.activation`): with
         ``min_replicas`` 0 the workload is woken when the forecast over the lead window gives
@@ -314,9 +324,13 @@ class WorkloadPolicy:
     tolerance: float = DEFAULT_TOLERANCE
     hold: float = 0.0
     decision_delay: float = 0.0
+    buffer_quantile: float = 0.0
+    buffer: tuple[float, ...] = ()
+    buffer_level: float = 0.0
     activation_probability: float | None = None
 
     def __post_init__(self) -> None:
+        self._check_buffer()
         for name in ("quantile", "activation_probability"):
             value = getattr(self, name)
             if value is not None and not 0 < value < 1:
@@ -333,6 +347,29 @@ class WorkloadPolicy:
                 raise ConfigError(
                     f"`{name}` must be a finite number of seconds >= 0, got {value!r}"
                 )
+
+    def _check_buffer(self) -> None:
+        if not (math.isfinite(self.buffer_quantile) and 0 <= self.buffer_quantile < 1):
+            raise ConfigError(
+                f"`buffer_quantile` must be in [0, 1) (0: no warm buffer), "
+                f"got {shown(self.buffer_quantile)}"
+            )
+        object.__setattr__(self, "buffer", tuple(float(v) for v in self.buffer))
+        if self.buffer and (
+            len(self.buffer) != BUFFER_HOURS
+            or not all(math.isfinite(v) and v >= 0 for v in self.buffer)
+        ):
+            raise ConfigError(
+                f"`buffer` must hold {BUFFER_HOURS} finite ratios >= 0 (one per UTC hour), "
+                f"got {shown(list(self.buffer))}"
+            )
+        if not (math.isfinite(self.buffer_level) and self.buffer_level >= 0) or (
+            bool(self.buffer) != (self.buffer_level > 0)
+        ):
+            raise ConfigError(
+                "`buffer_level` must be finite, > 0 with a learned `buffer` and 0 without, "
+                f"got {shown(self.buffer_level)}"
+            )
 
     # -- what the paths use --------------------------------------------------------------------
     @property
@@ -398,6 +435,7 @@ class WorkloadPolicy:
             "forecast_utilization": self.forecast_u,
             "target_utilization": self.reactive_u,
             "tolerance": self.tolerance,
+            "buffer_quantile": self.buffer_quantile,
             "activation_probability": self.activation_p,
         }
 
@@ -405,6 +443,7 @@ class WorkloadPolicy:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready ``dict``; :meth:`from_dict` reads it back equal."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "spec"}
+        out["buffer"] = list(self.buffer)
         spec = asdict(self.spec)
         spec["cold_start"] = asdict(self.spec.cold_start_model)
         return {"spec": spec, **out}

@@ -14,7 +14,7 @@ from prewarm.options import Duration, console, split_names, stage_progress, user
 from prewarm.spans import duration_text, scored_span
 from training.documents import dumps
 
-DEFAULT_POLICIES = "static,reactive,seasonal-naive,predictive,hybrid,oracle"
+DEFAULT_POLICIES = "static,reactive,seasonal-naive,predictive,buffered,hybrid,oracle"
 DEFAULT_MIN_EVAL = 3 * 86400
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -67,6 +67,14 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
 @click.option("--slo-latency", type=Duration(), default="30s", show_default=True)
 @click.option("--slo-unserved", type=float, default=0.001, show_default=True)
 @click.option("--policies", default=DEFAULT_POLICIES, show_default=True)
+@click.option(
+    "--hpa-metric",
+    type=click.Choice(["demand", "gpu-utilization"]),
+    default="demand",
+    show_default=True,
+    help="What your HPA scales on: with gpu-utilization the backtest also runs the HPA on "
+    "DCGM GPU utilization and reports the savings against it.",
+)
 @click.option("--model", default="lightgbm", show_default=True, help="Forecast model.")
 @click.option(
     "--train-window",
@@ -103,6 +111,7 @@ def backtest(
     slo_latency: int,
     slo_unserved: float,
     policies: str,
+    hpa_metric: str,
     model: str,
     train_window: int,
     min_eval: int | None,
@@ -149,9 +158,10 @@ def backtest(
         from forecaster.models import make_model
         from forecaster.workload import WorkloadSpec
         from prewarm import backtest_report
+        from training.config import with_current_hpa
         from training.sources.file import read_series
 
-        names = tuple(split_names(policies) or ())
+        names = with_current_hpa(tuple(split_names(policies) or ()), hpa_metric)
         make_model(model)  # unknown model names fail before reading any data
         frame = read_series(data, value_col=value_col, step=step)
         if frame["series"].nunique() != 1:
@@ -213,6 +223,7 @@ def _backtest_config(
     from prewarm.manifests import registered_policies
     from training.compute import dask_client
     from training.config import load_config
+    from training.measured import resolve_measured
     from training.pipeline import pull_history
     from training.settings import resolve_tracking_uri
     from training.sources import make_source
@@ -231,6 +242,8 @@ def _backtest_config(
     with dask_client(dask_scheduler or config.compute.scheduler) as client:
         source = make_source(config.source.type, config.source)
         try:
+            # `auto` cold starts and capacities are measured as `prewarm train` measures them.
+            config, _ = resolve_measured(config, source)
             history = pull_history(config, source)
         finally:
             source.close()

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from forecaster.backtest.frontier import BASELINES, RECOMMENDED, run_policy
+from forecaster.backtest.frontier import RECOMMENDED, compared, run_policy
 from forecaster.backtest.run import BacktestResult
 from forecaster.backtest.tuning import Deployed
 from prewarm import tables
@@ -262,7 +262,7 @@ def savings_line(document: dict[str, Any]) -> str:
             return f"{savings[key]:+.1%} vs {name}"
         return f"none vs {name} ({missed_slo(policies, name)})"
 
-    parts = [against(key, name) for key, name in BASELINES.items()]
+    parts = [against(key, name) for key, name in compared(policies).items()]
     parts.append(against("oracle_gap", "oracle").replace(" vs oracle", " above the oracle"))
     return f"{RECOMMENDED} savings, deployed and out of sample: " + "; ".join(parts)
 

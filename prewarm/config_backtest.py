@@ -22,7 +22,7 @@ from forecaster.backtest.tuning import deployed_savings, score_setting
 from forecaster.workload import WorkloadPolicy
 from prewarm import backtest_report
 from training.compute import map_calls
-from training.config import TrainConfig
+from training.config import TrainConfig, with_current_hpa
 from training.pipeline import model_params
 from training.sources import FetchedHistory
 
@@ -81,8 +81,10 @@ def _backtest_call(
 ) -> tuple[np.ndarray, pd.DatetimeIndex, int, BacktestSettings]:
     """The arguments of workload ``name``'s :func:`forecaster.backtest.run.backtest`."""
     part = history.frame[history.frame["series"] == name]
+    (workload,) = [w for w in config.workloads if w.name == name]
     settings = BacktestSettings(
         spec=policy.spec,
+        policies=with_current_hpa(BacktestSettings.policies, workload.hpa_metric),
         train_window=config.evaluation.train_window,
         retrain_every=RETRAIN_EVERY,
         model=config.model.name,

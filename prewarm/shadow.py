@@ -275,7 +275,7 @@ def _replay_one(
 ) -> WorkloadShadow:
     """One workload's replay: its demand as the backtest observes it (the context before
     the period, the champion's forecasts), its fleet and its recorded asks."""
-    from forecaster.backtest.run import observe
+    from forecaster.backtest.run import observe, seconds_of_day
     from forecaster.backtest.shadow import online_accuracy, replay, sim_step_for
     from forecaster.exceptions import DataValidationError
 
@@ -287,7 +287,16 @@ def _replay_one(
     if gaps:
         notes.append(f"demand: {gaps} cells of the period missing, replayed interpolated")
     sim_step = sim_step_for(period.step)
-    obs = observe(raw, period.step, context, policy.spec, forecast=forecast, sim_step=sim_step)
+    first = frame.loc[frame["series"] == workload.name, "timestamp"].iloc[0]
+    obs = observe(
+        raw,
+        period.step,
+        context,
+        policy.spec,
+        forecast=forecast,
+        sim_step=sim_step,
+        day_offset=seconds_of_day(first),
+    )
     fleet = _fleet(source, workload, period, sim_step)
     asks = _recorded_asks(source, workload.name, asks_query, period, sim_step)
     try:

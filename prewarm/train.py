@@ -115,12 +115,16 @@ def _tuned(
     """``--tune``: each workload's policy with hybrid's out-of-sample tuned settings."""
     from prewarm.config_backtest import backtest_workloads, tuned_policies
     from training.compute import dask_client
+    from training.measured import resolve_measured
     from training.pipeline import pull_workloads
     from training.sources import make_source
 
     with dask_client(dask_scheduler or config.compute.scheduler) as client:
         source = make_source(config.source.type, config.source)
         try:
+            # `auto` values are measured before the backtests, which plan with them; the
+            # tuned policies registered hold these measurements.
+            config, _ = resolve_measured(config, source)
             history, skipped = pull_workloads(config, source)
         finally:
             source.close()

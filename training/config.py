@@ -44,15 +44,19 @@ measured by training, see :mod:`training.measured`); ``measured`` (prometheus on
 ``pods``, label matchers of the workload's pods in kube-state-metrics, e.g.
 ``pod=~"chat-.*"``; ``queue``, PromQL of the requests waiting; ``cold_start_quantile``
 (0.9), ``min_starts`` (5), ``cold_start_fallback`` (``5m``), ``load_quantile`` (0.95));
-``policy`` (maps onto
+``hpa_metric`` (what the workload's HPA scales on today: ``demand``, the default, or
+``gpu-utilization``, DCGM GPU utilization: ``prewarm backtest --config`` then also runs the
+``gpu-utilization`` policy and reports hybrid's savings against it); ``policy`` (maps onto
 :class:`forecaster.workload.WorkloadPolicy`: ``hold``, ``decision_delay``, and the tuned
 settings of the two paths, each optional: ``quantile`` (the forecast path's, in (0, 1),
 default ``capacity``'s tau), ``forecast_utilization`` and ``target_utilization`` (of the
 forecast and the reactive path, in (0, 1], default ``capacity.target_utilization``),
-``tolerance`` (the HPA's, in [0, 1), default 0.1), ``activation_probability`` (with
-``min_replicas`` 0, KEDA wakes the workload when the forecast gives ``P(demand > 0)`` over the
-lead window above it, in (0, 1), default ``1 - quantile``; see :mod:`forecaster.activation`)).
-The policies are registered with the
+``tolerance`` (the HPA's, in [0, 1), default 0.1), ``buffer_quantile`` (the warm buffer's
+quantile of the demand increase over the lead window, in [0, 1), 0 for none, the default;
+training learns the buffer itself from the history, :mod:`forecaster.buffer`),
+``activation_probability`` (with ``min_replicas`` 0, KEDA wakes the workload when the
+forecast gives ``P(demand > 0)`` over the lead window above it, in (0, 1), default
+``1 - quantile``; see :mod:`forecaster.activation`)). The policies are registered with the
 model version; ``prewarm serve`` plans with the registered ones and refuses a workload whose
 section here disagrees with them (settings left unset here defer to the registered ones).
 
@@ -129,7 +133,36 @@ from training.documents import dumps
 
 logger = logging.getLogger(__name__)
 
+# WorkloadPolicy fields training learns from the history, never stated in the file.
+LEARNED = ("buffer", "buffer_level")
+
 DURATION_EXPECTED = "must be a duration like '5m' or a number of seconds > 0"
+
+# PromQL string literals (label values), left out before the names are read.
+_QUOTED = re.compile(r""""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'""")
+_NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+# Counters of answered requests (vLLM's request_success_total, Triton's
+# nv_inference_request_success, *_completed*, a latency histogram's _count, observed when a
+# request ends): they flatten at what the ready replicas serve while the fleet is saturated.
+COMPLETION_SIDE = re.compile(r"success|complet|finished|(latency|duration)\w*_count$")
+# A queue term makes completions arrivals again: arrivals = completions + queue growth.
+QUEUE_SIDE = re.compile(r"waiting|pending|queue")
+
+
+def completion_side(query: str) -> str | None:
+    """The completion-side metric ``query`` reads without a queue term, or ``None``.
+
+    Examples
+    --------
+    >>> completion_side('sum(rate(vllm:request_success_total{model_name="chat"}[5m]))')
+    'vllm:request_success_total'
+    >>> completion_side('sum(vllm:num_requests_running) + sum(vllm:num_requests_waiting)')
+    >>> completion_side('sum(rate(x_success_total[5m])) + sum(deriv(x_pending[5m]))')
+    """
+    names = _NAME.findall(_QUOTED.sub("", query))
+    if any(QUEUE_SIDE.search(name) for name in names):
+        return None
+    return next((name for name in names if COMPLETION_SIDE.search(name)), None)
 
 
 def _seconds(value: Any) -> Any:
@@ -317,6 +350,21 @@ AUTO = "auto"
 """A ``cold_start`` or ``capacity_per_replica`` measured by training (:mod:`training.measured`)."""
 
 
+HPAMetric = Literal["demand", "gpu-utilization"]
+# The policy that simulates the HPA a workload runs today, by the metric it scales on.
+CURRENT_HPA: dict[str, str] = {"demand": "reactive", "gpu-utilization": "gpu-utilization"}
+
+
+def with_current_hpa(policies: tuple[str, ...], metric: str) -> tuple[str, ...]:
+    """``policies`` with the one simulating the workload's current HPA, added when missing.
+
+    >>> with_current_hpa(("static", "reactive", "hybrid"), "gpu-utilization")
+    ('static', 'reactive', 'hybrid', 'gpu-utilization')
+    """
+    current = CURRENT_HPA[metric]
+    return policies if current in policies else (*policies, current)
+
+
 class MeasuredConfig(_Strict):
     """Where a workload's ``auto`` cold start and capacity are measured (Prometheus only)."""
 
@@ -451,6 +499,14 @@ class PolicyConfig(_Strict):
         allow_inf_nan=False,
         description=f"The HPA's tolerance around a ratio of 1 (default {DEFAULT_TOLERANCE}).",
     )
+    buffer_quantile: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Quantile of the demand increase over the lead window kept warm beside the "
+        "forecast (the warm buffer; training learns it); 0 for none (default 0).",
+    )
     activation_probability: float | None = Field(
         default=None,
         gt=0,
@@ -498,6 +554,12 @@ class WorkloadConfig(_Strict):
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Planning settings.")
     measured: MeasuredConfig = Field(
         default_factory=MeasuredConfig, description="Where `auto` values are measured."
+    )
+    hpa_metric: HPAMetric = Field(
+        default="demand",
+        description="What the workload's current HPA scales on: its demand, or DCGM GPU "
+        "utilization (`gpu-utilization`: the backtest also runs that HPA and reports the "
+        "savings against it).",
     )
 
     @model_validator(mode="after")
@@ -551,10 +613,14 @@ class WorkloadConfig(_Strict):
 
     @property
     def deferred(self) -> tuple[str, ...]:
-        """Fields the registered policy decides: tuned settings the file leaves unset, and
-        the measured (``auto``) capacity fields, as :meth:`WorkloadPolicy.differences`
-        names them."""
-        return (*self.policy.unset, *(f"spec.{name}" for name in self.capacity.auto))
+        """Fields the registered policy decides: tuned settings the file leaves unset, the
+        measured (``auto``) capacity fields and what training learns from the history (the
+        warm buffer), as :meth:`WorkloadPolicy.differences` names them."""
+        return (
+            *self.policy.unset,
+            *(f"spec.{name}" for name in self.capacity.auto),
+            *LEARNED,
+        )
 
     def _policy(self, spec: WorkloadSpec) -> WorkloadPolicy:
         policy = self.policy
@@ -567,6 +633,7 @@ class WorkloadConfig(_Strict):
             activation_probability=policy.activation_probability,
             hold=float(policy.hold),
             decision_delay=float(policy.decision_delay),
+            buffer_quantile=policy.buffer_quantile or 0.0,
         )
 
 
@@ -816,6 +883,10 @@ class TrainConfig(_Strict):
     @property
     def warnings(self) -> list[str]:
         """Settings that validate but cannot work as meant, each naming the values at odds."""
+        return [*self._staleness_warnings, *self._demand_warnings]
+
+    @property
+    def _staleness_warnings(self) -> list[str]:
         step = self.source.step
         serving = self.serving
         if step is None or serving.max_staleness >= step + serving.refresh_interval:
@@ -826,6 +897,23 @@ class TrainConfig(_Strict):
             f"step ({step} s) plus serving.refresh_interval ({serving.refresh_interval:g} s): "
             f"the newest point can be {least:g} s old just before a refresh, so the metric "
             f"would often answer 503 and the HPA hold; set max_staleness to at least {least:g} s"
+        ]
+
+    @property
+    def _demand_warnings(self) -> list[str]:
+        """Demand queries that count completions, which are capped by the fleet's capacity."""
+        if not isinstance(self.source, PrometheusSourceConfig):
+            return []
+        found = [(w, completion_side(w.demand or "")) for w in self.workloads]
+        return [
+            f"workload {w.name!r}: the demand query reads {metric!r}, which counts requests "
+            "when they are answered: while the fleet is saturated it flattens at what the "
+            "ready replicas serve, so the forecast learns the fleet's ceiling, not the demand. "
+            "Use an arrival-side signal (requests received, running + waiting requests, or "
+            "completions + queue growth; docs/measured.md). Query: "
+            f"{shown(w.demand)}"
+            for w, metric in found
+            if metric is not None
         ]
 
     @property

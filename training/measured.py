@@ -8,7 +8,9 @@ has them measured before training, over the source's lookback (see ``docs/measur
   ``namespace``, ``pod`` and ``uid``; each pod created in the lookback and ready is one observation;
 * the capacity from the workload's demand, its ready replicas (``ready_replicas``, default
   the ready pods of ``measured.pods``) and, when given, ``measured.queue`` (e.g.
-  ``sum(vllm:num_requests_waiting{model_name="chat"})``).
+  ``sum(vllm:num_requests_waiting{model_name="chat"})``);
+* whether the demand is capped: a series that plateaus at ready replicas x capacity counts
+  completions, not arrivals, and is warned about (logged, and tagged on the run).
 
 The pure estimators are :mod:`forecaster.cold_start`; this module queries and logs.
 """
@@ -26,7 +28,9 @@ import pandas as pd
 
 from forecaster.cold_start import (
     CapacityEstimate,
+    CapCheck,
     ColdStartEstimate,
+    check_capped,
     estimate_capacity,
     estimate_cold_start,
 )
@@ -55,6 +59,8 @@ class Measurement:
     cold_start: ColdStartEstimate | None
     capacity: CapacityEstimate | None
     configured_capacity: float | None
+    capped: CapCheck
+    """The demand compared with ready replicas x the capacity planned with."""
 
 
 def resolve_measured(
@@ -80,6 +86,8 @@ def resolve_measured(
     for name, found in measured.items():
         for line in _lines(found):
             logger.info(line, extra={"workload": name})
+        if found.capped.capped:
+            logger.warning(found.capped.describe(), extra={"workload": name})
     return config.model_copy(update={"workloads": workloads}), measured
 
 
@@ -100,13 +108,31 @@ def measure(
             min_starts=settings.min_starts,
             fallback=float(settings.cold_start_fallback),
         )
-    per_replica = None
-    if capacity.capacity_per_replica == AUTO or settings.queue is not None:
-        per_replica = _capacity(workload, source, window)
     configured = (
         None if capacity.capacity_per_replica == AUTO else float(capacity.capacity_per_replica)
     )
-    return Measurement(cold, per_replica, configured)
+    per_replica, capped = _capacity(workload, source, window, configured)
+    return Measurement(cold, per_replica, configured, capped)
+
+
+def _capacity(
+    workload: WorkloadConfig,
+    source: PrometheusSource,
+    window: tuple[int, int, int],
+    configured: float | None,
+) -> tuple[CapacityEstimate | None, CapCheck]:
+    """The capacity estimate (for ``auto`` or with a queue) and the capped-demand check.
+
+    The demand is compared with the measured capacity when there is one: a plateau sits at
+    what the replicas really serve, which a typed value may miss. Else with ``configured``.
+    """
+    demand, ready, queue = _load_series(workload, source, window)
+    if configured is not None and queue is None:
+        return None, check_capped(workload.name, demand, ready, configured)
+    estimate = estimate_capacity(
+        workload.name, demand, ready, queue, quantile=workload.measured.load_quantile
+    )
+    return estimate, check_capped(workload.name, demand, ready, estimate.per_replica)
 
 
 def pod_times(
@@ -164,9 +190,10 @@ def _per_pod(
     return out
 
 
-def _capacity(
+def _load_series(
     workload: WorkloadConfig, source: PrometheusSource, window: tuple[int, int, int]
-) -> CapacityEstimate:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Demand, ready replicas and (when ``measured.queue`` is set) the queue, on one grid."""
     settings = workload.measured
     start, end, step = window
     ready = workload.ready_replicas or READY_PODS.format(pods=settings.pods)
@@ -179,12 +206,10 @@ def _capacity(
         covariates={workload.name: extra},
     )
     frame = history.frame
-    return estimate_capacity(
-        workload.name,
+    return (
         frame["value"].to_numpy(dtype=float),
         frame["ready"].to_numpy(dtype=float),
         None if settings.queue is None else frame["queue"].to_numpy(dtype=float),
-        quantile=settings.load_quantile,
     )
 
 
@@ -243,8 +268,12 @@ def log_measured(client: MlflowClient, run_id: str, measured: Mapping[str, Measu
                 client.log_metric(
                     run_id, f"{prefix}.capacity_configured", found.configured_capacity
                 )
+        client.log_metric(run_id, f"{prefix}.capped_share", found.capped.share)
     lines = [line for found in measured.values() for line in _lines(found)]
     client.set_tag(run_id, "prewarm.measured", "; ".join(lines))
+    capped = [m.capped.describe() for m in measured.values() if m.capped.capped]
+    if capped:
+        client.set_tag(run_id, "prewarm.capped_demand", "; ".join(capped))
     starts = {n: m.cold_start for n, m in measured.items() if m.cold_start is not None}
     if starts:
         client.log_figure(run_id, cold_start_figure(starts), "measured/cold_start.png")

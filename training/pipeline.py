@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from forecaster.backtest.run import seconds_of_day
+from forecaster.buffer import learned
 from forecaster.exceptions import (
     ConfigError,
     DataValidationError,
@@ -192,6 +194,7 @@ def run_training(
         policies = {n: p for n, p in policies.items() if n not in skipped.reasons}
         frame = frame[~frame["series"].isin(list(skipped.reasons))].reset_index(drop=True)
         history = replace(history, frame=frame)
+    policies = learn_buffers(policies, frame, step, config.evaluation.train_window)
     data_fp = data_fingerprint(frame)
     config_fp = config.fingerprint()
     if fit_transform is not None:  # a transformed training set is another model
@@ -295,6 +298,22 @@ def run_training(
 
 
 # -- steps ---------------------------------------------------------------------------------
+
+
+def learn_buffers(
+    policies: Mapping[str, WorkloadPolicy], frame: pd.DataFrame, step: int, window: int
+) -> dict[str, WorkloadPolicy]:
+    """Each policy with its warm buffer learned on the last ``window`` seconds of its
+    history, as the backtest learns it at each retrain (:mod:`forecaster.buffer`)."""
+    out = dict(policies)
+    for name, policy in policies.items():
+        if policy.buffer_quantile <= 0:
+            continue
+        part = frame[frame["series"] == name].sort_values("timestamp").tail(window // step)
+        first = pd.Timestamp(part["timestamp"].iloc[0])
+        values = part["value"].to_numpy(dtype=float)
+        out[name] = learned(policy, values, step, seconds_of_day(first))
+    return out
 
 
 def pull_history(config: TrainConfig, source: HistorySource) -> FetchedHistory:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.backtest.frontier import PolicyPoint, headline_costs, headlines, sweep
-from forecaster.backtest.run import observe, score_forecast
+from forecaster.backtest.run import observe, score_forecast, seconds_of_day
 from forecaster.exceptions import NotEnoughHistoryError
 from forecaster.metrics import coverage
 from forecaster.models.base import BaseForecaster, quantile_column
@@ -192,6 +192,7 @@ def _score_workload(
         forecast=forecasts,
         train_window=first,
         retrain_every=len(values) - first,
+        day_offset=seconds_of_day(times[0]),
     )
     frontier = sweep(obs, list(policies), seed=seed)
     headline = headlines(frontier, spec.slo_unserved_fraction)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +19,20 @@ BASELINES = {
     "vs_static": "static",
     "vs_seasonal_naive": "seasonal-naive",
 }
+# Compared only when they ran: the HPA a workload says it runs instead of the one on demand.
+OPTIONAL_BASELINES = {"vs_gpu_utilization": "gpu-utilization"}
+
+
+def compared(ran: Collection[str]) -> dict[str, str]:
+    """Savings key -> policy for a run of the policies ``ran``: every baseline, and the
+    optional ones that ran.
+
+    >>> compared(["hybrid", "gpu-utilization"])["vs_gpu_utilization"]
+    'gpu-utilization'
+    >>> "vs_gpu_utilization" in compared(["hybrid", "reactive"])
+    False
+    """
+    return BASELINES | {key: name for key, name in OPTIONAL_BASELINES.items() if name in ran}
 
 
 @dataclass(frozen=True)
@@ -124,7 +138,7 @@ def savings(costs: dict[str, float | None]) -> dict[str, float | None]:
     """
     ours = costs.get(RECOMMENDED)
     result: dict[str, float | None] = {}
-    for key, name in BASELINES.items():
+    for key, name in compared(costs).items():
         theirs = costs.get(name)
         result[key] = None if ours is None or not theirs else 1.0 - ours / theirs
     oracle = costs.get("oracle")

@@ -64,6 +64,7 @@ class BacktestSettings:
         "reactive",
         "seasonal-naive",
         "predictive",
+        "buffered",
         "hybrid",
         "oracle",
     )
@@ -179,6 +180,7 @@ def backtest(
         train_window=splitter.train_window,
         retrain_every=splitter.retrain_every,
         max_fill=settings.max_fill,
+        day_offset=seconds_of_day(times[0]),
     )
     if not obs.scored.any():
         raise DataValidationError(
@@ -234,12 +236,14 @@ def observe(
     train_window: int = 0,
     retrain_every: int = 0,
     max_fill: int | None = None,
+    day_offset: float = 0.0,
 ) -> Observation:
     """What the policies of a backtest see of ``values`` from data step ``start`` on.
 
     Missing cells are filled linearly so the simulation runs through them; the evaluated
     part of each run of more than ``max_fill`` of them is left out of scoring (``None``
-    scores every cell, the fill included).
+    scores every cell, the fill included). ``day_offset``: seconds after UTC midnight of
+    the first step (:func:`seconds_of_day` of its timestamp).
     """
     filled = pd.Series(values).interpolate(limit_direction="both").to_numpy()
     excluded = () if max_fill is None else _excluded(values, start, max_fill)
@@ -253,7 +257,15 @@ def observe(
         retrain_every=retrain_every,
         forecast=forecast,
         excluded=excluded,
+        day_offset=day_offset,
     )
+
+
+def seconds_of_day(timestamp: pd.Timestamp) -> float:
+    """Seconds after UTC midnight of ``timestamp`` (naive = UTC)."""
+    ts = pd.Timestamp(timestamp)
+    ts = ts.tz_convert("UTC") if ts.tzinfo is not None else ts
+    return float((ts - ts.normalize()).total_seconds())
 
 
 def _excluded(values: np.ndarray, start: int, max_fill: int) -> tuple[tuple[int, int], ...]:

@@ -62,6 +62,7 @@ from forecaster.exceptions import DataValidationError
 from forecaster.metrics import coverage, pinball_loss
 from forecaster.policies.autoscaler import hybrid_policy, reactive_policy
 from forecaster.policies.base import Observation, QuantileForecast
+from forecaster.policies.buffered import buffer_path
 from forecaster.policies.hpa import HPAController
 from forecaster.policies.reactive import ExtraMetric
 from forecaster.resampling import DEFAULT_SIM_STEP
@@ -143,6 +144,11 @@ def replayed_demand(obs: Observation, policy: WorkloadPolicy, times: np.ndarray)
             f"{origins.min()}..{origins.max()}"
         )
     demand: np.ndarray = per_origin[origins]
+    if policy.buffer_quantile > 0:  # the registered warm buffer, as serving raises it
+        buffered = buffer_path(
+            obs, times, policy.buffer_quantile, policy.hold, (policy.buffer, policy.buffer_level)
+        )
+        demand = np.fmax(demand, buffered)
     return demand
 
 

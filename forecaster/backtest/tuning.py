@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forecaster.backtest.frontier import BASELINES, RECOMMENDED, PolicyPoint, run_policy
+from forecaster.backtest.frontier import RECOMMENDED, PolicyPoint, compared, run_policy
 from forecaster.backtest.metrics import Metrics, compute_metrics
 from forecaster.exceptions import ConfigError
 from forecaster.policies import Observation
@@ -114,13 +114,7 @@ def deploy(
     out = {}
     for name, points in frontier.items():
         meeting = [p for p in points if p.windows[TUNING].unserved_fraction <= slo_unserved]
-        if meeting:
-            chosen = min(meeting, key=lambda p: p.windows[TUNING].cost)
-        else:
-            chosen = min(
-                points,
-                key=lambda p: (p.windows[TUNING].unserved_fraction, p.windows[TUNING].cost),
-            )
+        chosen = min(meeting, key=lambda p: p.windows[TUNING].cost) if meeting else safest(points)
         out[name] = Deployed(
             policy=name,
             params=dict(chosen.params),
@@ -131,6 +125,15 @@ def deploy(
             validation_hours=validation_hours,
         )
     return out
+
+
+def safest(points: Sequence[PolicyPoint]) -> PolicyPoint:
+    """A policy's setting with the least unserved work on the tuning window (the cheapest of
+    ties): the one :func:`deploy` takes when none meets the SLO, and, scored on validation,
+    the lowest unserved fraction the policy reaches out of sample."""
+    if not points:
+        raise ConfigError("`points` must hold at least one swept setting, got none")
+    return min(points, key=lambda p: (p.windows[TUNING].unserved_fraction, p.windows[TUNING].cost))
 
 
 def deployed_savings(deployed: Mapping[str, Deployed]) -> dict[str, float | None]:
@@ -157,7 +160,7 @@ def deployed_savings(deployed: Mapping[str, Deployed]) -> dict[str, float | None
         return other.validation.cost if other is not None and other.meets_slo else None
 
     result: dict[str, float | None] = {}
-    for key, name in BASELINES.items():
+    for key, name in compared(deployed).items():
         theirs = cost(name)
         result[key] = 1.0 - ours.validation.cost / theirs if met and theirs and ours else None
     oracle = cost("oracle")

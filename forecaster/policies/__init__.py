@@ -8,8 +8,10 @@ from __future__ import annotations
 from forecaster.exceptions import UnknownNameError
 from forecaster.policies.aws_predictive import AWSPredictivePolicy
 from forecaster.policies.base import Observation, Policy, QuantileForecast
+from forecaster.policies.buffered import BufferedPolicy
 from forecaster.policies.crane_dsp import CraneDSPPolicy
 from forecaster.policies.dynamo_planner import DynamoPlannerPolicy
+from forecaster.policies.gpu_utilization import GPUUtilizationPolicy
 from forecaster.policies.hybrid import HybridPolicy
 from forecaster.policies.keda_cron import KedaCronPolicy
 from forecaster.policies.oracle import OraclePolicy
@@ -21,8 +23,10 @@ from forecaster.policies.static import StaticPolicy
 POLICIES: dict[str, type[Policy]] = {
     "static": StaticPolicy,
     "reactive": ReactivePolicy,
+    "gpu-utilization": GPUUtilizationPolicy,
     "seasonal-naive": SeasonalNaivePolicy,
     "predictive": PredictivePolicy,
+    "buffered": BufferedPolicy,
     "hybrid": HybridPolicy,
     "oracle": OraclePolicy,
     # The autoscalers a user would install instead, each computing its own forecast.

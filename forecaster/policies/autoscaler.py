@@ -56,6 +56,8 @@ def hybrid_policy(policy: WorkloadPolicy, behavior: HPABehavior = DEFAULT_BEHAVI
         hold=policy.hold,
         behavior=behavior,
         tolerance=policy.tolerance,
+        buffer_quantile=policy.buffer_quantile,
+        buffer=(policy.buffer, policy.buffer_level) if policy.buffer else None,
         activation_probability=policy.activation_p,
     )
 

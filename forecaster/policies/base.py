@@ -101,6 +101,9 @@ class Observation:
         data too long to interpolate. ``demand`` holds a fill for them, so the simulation
         runs through them (replicas stay up, the queue carries), but no cost, unserved work
         or SLO minute is counted there.
+    day_offset
+        Seconds after UTC midnight at which the first data step starts: where policies
+        keyed by the time of day (the warm buffer) find the hour of a data step.
     """
 
     demand: np.ndarray
@@ -112,6 +115,7 @@ class Observation:
     retrain_every: int = 0
     forecast: QuantileForecast | None = None
     excluded: tuple[tuple[int, int], ...] = ()
+    day_offset: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 < self.start < len(self.demand):

@@ -22,7 +22,7 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -30,6 +30,23 @@ from forecaster.exceptions import ConfigError
 
 PolicyType = Literal["Pods", "Percent"]
 SelectPolicy = Literal["Max", "Min", "Disabled"]
+
+
+class FleetMetric(Protocol):
+    """A metric whose value depends on the replicas the controller itself asked for.
+
+    A utilization is one: the same demand on fewer ready replicas reads higher. The
+    controller calls it once per tick, in order, with the replica count the tick starts
+    from (the previous tick's decision), before deciding the tick.
+    """
+
+    def __call__(self, tick: int, replicas: int) -> float:
+        """The metric's value (sum over items) at ``tick``."""
+        ...
+
+    def __len__(self) -> int:
+        """The number of ticks."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -181,7 +198,7 @@ class HPAController:
 
     def run(
         self,
-        usages: Sequence[np.ndarray],
+        usages: Sequence[np.ndarray | FleetMetric],
         targets: Sequence[float],
         initial_replicas: int,
     ) -> np.ndarray:
@@ -190,7 +207,8 @@ class HPAController:
         Parameters
         ----------
         usages
-            One array per metric: the metric's value (sum over items) at each tick.
+            One per metric: an array of the metric's value (sum over items) at each tick,
+            or a :class:`FleetMetric` read tick by tick.
         targets
             ``averageValue`` target of each metric.
         initial_replicas
@@ -213,15 +231,26 @@ class HPAController:
         }
         window = max(up_window, down_window)
         history: deque[int] = deque([initial_replicas] * window, maxlen=window)
-        # Plain floats and an inlined proposal: this loop runs once per 15 s tick.
-        columns = [(u.tolist(), float(t)) for u, t in zip(usages, targets, strict=True)]
-        n_ticks = len(columns[0][0]) if columns else 0
+        # Plain floats and an inlined proposal: this loop runs once per 15 s tick. A fleet
+        # metric's column is filled as the ticks go.
+        columns: list[tuple[list[float], float]] = [
+            (u.tolist() if isinstance(u, np.ndarray) else [], float(t))
+            for u, t in zip(usages, targets, strict=True)
+        ]
+        fleet = [
+            (metric, columns[i][0])
+            for i, metric in enumerate(usages)
+            if not isinstance(metric, np.ndarray)
+        ]
+        n_ticks = len(usages[0]) if usages else 0
         # the band is [1 - down, 1 + up] on the usage ratio (Tolerances.isWithin)
         low = 1.0 - behavior.down_tolerance
         high = 1.0 + behavior.up_tolerance
         current = initial_replicas
         out = np.empty(n_ticks, dtype=int)
         for tick in range(n_ticks):
+            for metric, column in fleet:
+                column.append(metric(tick, current))
             if not self.min_replicas <= current <= self.max_replicas:
                 # the controller moves an out-of-range target into range before any metric
                 new = min(max(current, self.min_replicas), self.max_replicas)

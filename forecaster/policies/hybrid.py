@@ -9,6 +9,7 @@ import numpy as np
 
 from forecaster.activation import ACTIVATION_GRID, activation_quantile, is_active
 from forecaster.policies.base import Grid, Observation
+from forecaster.policies.buffered import BUFFER_GRID, buffer_path
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.predictive import QUANTILE_GRID, PredictivePolicy
 from forecaster.policies.reactive import (
@@ -19,8 +20,12 @@ from forecaster.policies.reactive import (
 )
 from forecaster.workload import WorkloadSpec
 
-# Forecast-path utilizations tried at the top quantile only (margin beyond the forecast).
-TAIL_UTILIZATION = (0.8, 0.6)
+# Past the top quantile, the two ways to more margin, each tried with the reactive path's
+# settings: a forecast path at a lower utilization, and the warm buffer's top quantile.
+TAIL_UTILIZATION = (0.8,)
+TAIL_BUFFER = (BUFFER_GRID[-1],)
+# Every setting names its buffer, so a tuned setting without one replaces a configured one.
+NO_BUFFER = {"buffer_quantile": 0.0}
 
 
 class HybridPolicy(ReactivePolicy):
@@ -36,6 +41,10 @@ class HybridPolicy(ReactivePolicy):
         Of the forecast path (see :class:`PredictivePolicy`).
     forecast_utilization
         ``u`` of the forecast path; ``None`` takes the workload's.
+    buffer_quantile, buffer
+        The warm buffer beside the forecast (see :class:`BufferedPolicy`): the forecast
+        path asks for the larger of the forecast and the buffer path, so the one published
+        metric carries both; 0 plans on the forecast alone.
     target_utilization, scrape_interval, rate_window, behavior, tolerance, scrape_phase
         Of the reactive path and of the HPA (see :class:`ReactivePolicy`).
     activation_probability
@@ -58,6 +67,8 @@ class HybridPolicy(ReactivePolicy):
         behavior: HPABehavior | None = None,
         tolerance: float | None = None,
         scrape_phase: float = 0.0,
+        buffer_quantile: float = 0.0,
+        buffer: tuple[tuple[float, ...], float] | None = None,
         activation_probability: float | None = None,
     ) -> None:
         super().__init__(
@@ -66,6 +77,8 @@ class HybridPolicy(ReactivePolicy):
         self.quantile = quantile
         self.forecast_utilization = forecast_utilization
         self.hold = hold
+        self.buffer_quantile = buffer_quantile
+        self.buffer = buffer
         self.activation_probability = activation_probability
 
     @classmethod
@@ -74,8 +87,9 @@ class HybridPolicy(ReactivePolicy):
 
         The two paths are searched jointly: a higher quantile lets the reactive path run
         hotter, and the cheapest pair is not the best of each alone. The forecast path runs
-        at utilization 1: its quantile already is the margin for forecast error, and a
-        second margin on top of it only adds idle replicas, except past the top quantile.
+        at utilization 1 without a buffer: its quantile already is the margin for forecast
+        error, and a second margin on top of it only adds idle replicas, except past the
+        top quantile (measured on the bursty traces: ``benchmarks/backtest_savings.py``).
 
         With ``min_replicas`` 0 the activation probability takes the place of the reactive
         path's utilization (which then runs at 1, catching only demand above the ready
@@ -95,21 +109,34 @@ class HybridPolicy(ReactivePolicy):
     def _points(cls, spec: WorkloadSpec) -> Grid:
         joint = [
             {"quantile": q, "target_utilization": u, "forecast_utilization": 1.0, "tolerance": t}
+            | NO_BUFFER
             for q, u, t in itertools.product(QUANTILE_GRID, REACTIVE_PATH_GRID, TOLERANCE_GRID)
         ]
         # Past the top quantile the frontier still has to reach the SLO on traces whose
-        # bursts no quantile foresees: there the forecast path buys margin with utilization.
+        # bursts no quantile foresees: there the forecast path buys margin with utilization
+        # (a ramp the forecast sees late), or keeps a warm buffer sized from the increases
+        # of the past (bursts that come from nowhere).
+        top = {"quantile": QUANTILE_GRID[-1]}
         tail = [
-            {"quantile": QUANTILE_GRID[-1], "target_utilization": u, "forecast_utilization": f}
-            | {"tolerance": t}
+            top | {"target_utilization": u, "forecast_utilization": f, "tolerance": t} | NO_BUFFER
             for f, u, t in itertools.product(TAIL_UTILIZATION, REACTIVE_PATH_GRID, TOLERANCE_GRID)
         ]
-        return tuple(joint + tail)
+        buffered = [
+            top
+            | {"target_utilization": u, "forecast_utilization": 1.0, "tolerance": t}
+            | {"buffer_quantile": b}
+            for b, u, t in itertools.product(TAIL_BUFFER, REACTIVE_PATH_GRID, TOLERANCE_GRID)
+        ]
+        return tuple(joint + tail + buffered)
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the two-metric HPA keeps at each simulation step."""
         forecast = PredictivePolicy(self.quantile, self.forecast_utilization, self.hold)
-        rate = forecast.rate_at(obs, self.ticks(obs))
+        ticks = self.ticks(obs)
+        rate = forecast.rate_at(obs, ticks)
+        if self.buffer_quantile > 0:
+            buffered = buffer_path(obs, ticks, self.buffer_quantile, self.hold, self.buffer)
+            rate = np.maximum(rate, buffered)
         return self.plan_with(obs, [(rate, self.forecast_target(obs.spec))], self._pushed(obs))
 
     def _pushed(self, obs: Observation) -> Activity:

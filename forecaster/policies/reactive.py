@@ -12,7 +12,7 @@ import numpy as np
 from forecaster.activation import KedaActivation, awake_replicas, is_active
 from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation
-from forecaster.policies.hpa import HPABehavior, HPAController
+from forecaster.policies.hpa import FleetMetric, HPABehavior, HPAController
 from forecaster.workload import WorkloadSpec
 
 # Usage a forecast-driven path adds to the HPA: (value per sync tick, averageValue target).
@@ -125,33 +125,58 @@ class ReactivePolicy:
         behavior = self.hpa_behavior()
         sync = behavior.sync_period_seconds
         ticks = obs.step_times(sync)
-        usage = self.metric(obs, ticks)
-        usages = [usage, *(values for values, _ in extra)]
-        targets = [self.demand_target(obs.spec), *(t for _, t in extra)]
+        demand = self.metric(obs, ticks)
+        steady = [(demand, self.demand_target(obs.spec)), *extra]
         low = max(1, obs.spec.min_replicas)  # KEDA's HPA runs from max(1, minReplicaCount)
         controller = HPAController(behavior, low, obs.spec.max_replicas)
         # A controller that has been running holds its steady-state answer at the start.
-        first = max((math.ceil(u[0] / t) for u, t in zip(usages, targets, strict=True)), default=0)
+        first = max(math.ceil(u[0] / t) for u, t in steady)
         initial = int(np.clip(first, low, obs.spec.max_replicas))
+
+        def run(begin: int, end: int, start: int) -> np.ndarray:
+            """The HPA over ticks ``[begin, end)`` from ``start`` replicas (a fleet metric
+            is built for the span, its fleet warm at its start)."""
+            own, target = self.own_metric(obs, ticks[begin:end], demand[begin:end], start)
+            usages = [own, *(values[begin:end] for values, _ in extra)]
+            return controller.run(usages, [target, *(t for _, t in extra)], start)
+
         if obs.spec.min_replicas > 0:
-            return obs.hold_to_steps(controller.run(usages, targets, initial), sync)
-        demand_active = is_active(usage)
+            return obs.hold_to_steps(run(0, len(ticks), initial), sync)
+        demand_active = self.own_activity(demand)
         awake = KedaActivation().awake(
             ticks,
             demand_active if polled is None else demand_active | polled(ticks),
             None if pushed is None else pushed(ticks),
         )
-        replicas = awake_replicas(
-            awake,
-            lambda begin, end, start: controller.run(
-                [u[begin:end] for u in usages], targets, start
-            ),
-            initial,
-        )
-        return obs.hold_to_steps(replicas, sync)
+        return obs.hold_to_steps(awake_replicas(awake, run, initial), sync)
+
+    def own_metric(
+        self, obs: Observation, ticks: np.ndarray, demand: np.ndarray, initial: int
+    ) -> tuple[np.ndarray | FleetMetric, float]:
+        """The metric this HPA scales on and its ``averageValue`` target: here the demand
+        metric (:meth:`metric` at ``ticks``) and :meth:`demand_target`.
+
+        ``initial`` is the replica count the controller starts from, warm.
+        """
+        return demand, self.demand_target(obs.spec)
+
+    def own_activity(self, demand: np.ndarray) -> np.ndarray:
+        """Whether KEDA's trigger on this HPA's own metric is active at each tick, with
+        ``min_replicas`` 0: here its ``prometheus`` trigger on the demand, above 0."""
+        return is_active(demand)
 
     def metric(self, obs: Observation, times: np.ndarray) -> np.ndarray:
         """The demand metric the HPA reads at ``times``: Prometheus' ``rate()`` (see above)."""
+        self.check_scrapes()
+        interval, window, phase = self.scrape_interval, self.rate_window, self.scrape_phase
+        # The 1e-9 keeps a sample taken exactly at t (or exactly at t - window) on the
+        # right side of the boundary despite rounding.
+        newest = phase + interval * np.floor((times - phase) / interval + 1e-9)
+        samples = np.ceil((window - (times - newest)) / interval - 1e-9)
+        return obs.mean_rate(newest, (samples - 1) * interval)
+
+    def check_scrapes(self) -> None:
+        """Refuse scrape settings no Prometheus could run (the window must hold two samples)."""
         interval, window, phase = self.scrape_interval, self.rate_window, self.scrape_phase
         if not interval > 0 or window < 2 * interval or not 0 <= phase < interval:
             raise ConfigError(
@@ -159,11 +184,6 @@ class ReactivePolicy:
                 "and `scrape_phase` in [0, scrape_interval), got "
                 f"{interval!r}, {window!r} and {phase!r}"
             )
-        # The 1e-9 keeps a sample taken exactly at t (or exactly at t - window) on the
-        # right side of the boundary despite rounding.
-        newest = phase + interval * np.floor((times - phase) / interval + 1e-9)
-        samples = np.ceil((window - (times - newest)) / interval - 1e-9)
-        return obs.mean_rate(newest, (samples - 1) * interval)
 
     def demand_target(self, spec: WorkloadSpec) -> float:
         """``averageValue`` of the demand metric: demand per replica at the target utilization."""

@@ -48,7 +48,7 @@ def explanation(snapshot: Snapshot, name: str, now: datetime) -> dict[str, Any]:
     dict
         ``workload, mode, served, refused {cause, reason} | null, modelVersion, demand {now,
         at, ageSeconds}``, and, once the workload has a forecast, ``forecast {quantile,
-        forecastDemand, quantiles, peakHorizonSeconds, leadTimeSeconds, origin,
+        forecastDemand, quantiles, peakHorizonSeconds, bufferDemand, leadTimeSeconds, origin,
         dataAgeSeconds, generatedAt}``, ``capacity {capacityPerReplica, utilization,
         demandTarget}`` and ``replicas {needed, minReplicas, maxReplicas, clamp,
         desiredReplicas}`` (null before).
@@ -88,6 +88,7 @@ def _forecast(forecast: WorkloadForecast, data_age_seconds: float | None) -> dic
         "forecastDemand": forecast.forecast_demand,
         "quantiles": {f"{q:g}": value for q, value in forecast.quantiles.items()},
         "peakHorizonSeconds": forecast.peak_horizon_seconds,
+        "bufferDemand": forecast.buffer_demand,
         "leadTimeSeconds": forecast.lead_time_seconds,
         "origin": k8s.format_time(forecast.origin),
         "dataAgeSeconds": None if data_age_seconds is None else round(data_age_seconds, 3),

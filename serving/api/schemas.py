@@ -120,6 +120,7 @@ class ExplainedForecast(_Document):
     forecast_demand: float
     quantiles: dict[str, float]
     peak_horizon_seconds: float | None
+    buffer_demand: float | None
     lead_time_seconds: float
     origin: str
     data_age_seconds: float | None

@@ -488,7 +488,8 @@ def _forecast(
         min_replicas=spec.min_replicas,
         max_replicas=spec.max_replicas,
         quantiles=_window_quantiles(row),
-        peak_horizon_seconds=_optional_seconds(row.get("peak_horizon_seconds")),
+        peak_horizon_seconds=_optional_number(row.get("peak_horizon_seconds")),
+        buffer_demand=_optional_number(row.get("buffer_demand")),
     )
 
 
@@ -513,7 +514,8 @@ def _quantile_of(column: str) -> float | None:
     return quantile if 0.0 < quantile < 1.0 else None
 
 
-def _optional_seconds(value: Any) -> float | None:
+def _optional_number(value: Any) -> float | None:
+    """A finite number of the plan's row, or None (absent, NaN)."""
     if value is None:
         return None
     seconds = float(value)

@@ -72,6 +72,9 @@ class WorkloadForecast:
         (empty when the model's plan does not carry them).
     peak_horizon_seconds : float or None, default None
         How far ahead of ``origin`` the planned quantile reached ``forecast_demand``.
+    buffer_demand : float or None, default None
+        The warm buffer's ask (``forecast_demand`` is the larger of it and the forecast);
+        None without a buffer.
     """
 
     workload: str
@@ -88,6 +91,7 @@ class WorkloadForecast:
     max_replicas: int
     quantiles: Mapping[float, float] = field(default_factory=dict)
     peak_horizon_seconds: float | None = None
+    buffer_demand: float | None = None
 
     def __post_init__(self) -> None:
         # Last line of defence: whatever produced it, a forecast that could scale a workload

@@ -63,6 +63,7 @@ def test_backtest_writes_json_and_report(data_file: Path, tmp_path: Path) -> Non
         "reactive",
         "seasonal-naive",
         "predictive",
+        "buffered",
         "hybrid",
         "oracle",
     ]
@@ -198,3 +199,27 @@ def test_llm_arrivals_at_10s_backtest_without_mase_or_a_week_of_history(tmp_path
     scored = document["evaluation"]["hours"] * 3600
     assert scored >= 0.2 * span and scored < 0.2 * span + 10
     assert document["settings"]["train_window_seconds"] + scored == pytest.approx(span)
+
+
+def test_a_gpu_utilization_hpa_is_backtested_and_compared(data_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "result.json"
+    policies = ["--policies", "reactive,hybrid,oracle", "--hpa-metric", "gpu-utilization"]
+    result = CliRunner().invoke(
+        cli, ["backtest", str(data_file), *ARGS, *policies, "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(out.read_text())
+    assert list(document["policies"]) == ["reactive", "hybrid", "oracle", "gpu-utilization"]
+    deployed = document["deployed"]
+    gpu = deployed["policies"]["gpu-utilization"]
+    assert gpu["settings"]["target_utilization"] > 0
+    # The same sweep budget as the HPA on the demand.
+    assert gpu["settings_tried"] == deployed["policies"]["reactive"]["settings_tried"]
+    assert set(document["savings_at_slo"]) >= {"vs_reactive", "vs_gpu_utilization"}
+    saving = deployed["savings"]["vs_gpu_utilization"]
+    if saving is None:
+        assert "vs gpu-utilization (" in result.output
+    else:
+        hybrid = deployed["policies"]["hybrid"]["cost"]
+        assert saving == pytest.approx(1 - hybrid / gpu["cost"])
+        assert f"{saving:+.1%} vs gpu-utilization" in result.output

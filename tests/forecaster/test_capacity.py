@@ -77,10 +77,12 @@ def reference_plan(
                 spec.tau,
                 lead_seconds(spec, decision_delay_seconds),
                 float(window.loc[window[column] == demand, "horizon"].min() * model.step_),
+                math.nan,  # a bare spec has no warm buffer
                 *(float(window[c].max()) for c in present),
             )
         )
-    return pd.DataFrame(rows, columns=[*PLAN_COLUMNS, "peak_horizon_seconds", *present])
+    columns = [*PLAN_COLUMNS, "peak_horizon_seconds", "buffer_demand", *present]
+    return pd.DataFrame(rows, columns=columns)
 
 
 @dataclass

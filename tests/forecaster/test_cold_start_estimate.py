@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from forecaster.cold_start import estimate_capacity, estimate_cold_start
+from forecaster.cold_start import (
+    ABOVE_PER_CAPPED,
+    check_capped,
+    estimate_capacity,
+    estimate_cold_start,
+)
 from forecaster.exceptions import DataValidationError
 
 
@@ -71,3 +76,58 @@ def test_a_queue_that_never_grows_is_a_clear_error() -> None:
         estimate_capacity("code", demand, ready, np.zeros(10))
     with pytest.raises(DataValidationError, match=r"workload 'code': no step has both"):
         estimate_capacity("code", demand, np.zeros(10))
+
+
+def saturated_fleet(capacity: float, seed: int, steps: int = 3000) -> tuple[np.ndarray, ...]:
+    """Arrivals, the ready replicas of a fleet that lags them, and the completions it served.
+
+    The fleet is sized for the demand two hours earlier at 80 % utilization, so on every
+    rising stretch the arrivals outrun it and the completions flatten at ready x capacity.
+    """
+    rng = np.random.default_rng(seed)
+    arrivals = 50 + 30 * np.sin(np.arange(steps) / 200) + rng.normal(0, 3, steps)
+    ready = np.ceil(np.roll(arrivals, 120) / (0.8 * capacity))
+    completions = np.minimum(arrivals, ready * capacity)
+    return arrivals, ready, completions
+
+
+@pytest.mark.parametrize(("capacity", "seed"), [(5.0, 1), (2.0, 2)])
+def test_completions_that_plateau_at_ready_times_capacity_are_capped(
+    capacity: float, seed: int
+) -> None:
+    arrivals, ready, completions = saturated_fleet(capacity, seed)
+    check = check_capped("chat", completions, ready, capacity)
+    assert check.capped
+    assert check.above == 0
+    # The saturated steps sit on the ceiling, with those that came within 5 % of it.
+    assert check.share == (arrivals >= 0.95 * ready * capacity).mean()
+    assert check.share >= (arrivals > ready * capacity).mean() > 0.15
+    assert check.plateau == pytest.approx(capacity, rel=0.01)
+    assert "plateaus at ready replicas x capacity" in check.describe()
+    assert f"{check.share:.1%} of 3000 steps" in check.describe()
+
+
+@pytest.mark.parametrize(("capacity", "seed"), [(5.0, 1), (2.0, 2)])
+def test_arrivals_of_the_same_saturated_fleet_are_not_capped(capacity: float, seed: int) -> None:
+    arrivals, ready, _ = saturated_fleet(capacity, seed)
+    check = check_capped("chat", arrivals, ready, capacity)
+    assert (arrivals > ready * capacity * 1.05).mean() > 0.15  # the fleet was saturated
+    assert not check.capped
+    assert check.above > ABOVE_PER_CAPPED * check.at_ceiling
+    assert "not capped" in check.describe()
+
+
+def test_a_fleet_that_never_saturates_is_not_capped() -> None:
+    rng = np.random.default_rng(4)
+    demand = 40 + 10 * np.sin(np.arange(2000) / 150) + rng.normal(0, 2, 2000)
+    ready = np.ceil(demand / (5.0 * 0.7))  # at most 70 % utilization
+    check = check_capped("code", demand, ready, 5.0)
+    assert (check.at_ceiling, check.above, check.capped) == (0, 0, False)
+    assert np.isnan(check.plateau)
+
+
+def test_the_capped_check_names_bad_input() -> None:
+    with pytest.raises(DataValidationError, match=r"workload 'chat': capacity per replica .* -1"):
+        check_capped("chat", np.ones(3), np.ones(3), -1.0)
+    with pytest.raises(DataValidationError, match=r"lengths 3 and 2"):
+        check_capped("chat", np.ones(3), np.ones(2), 1.0)

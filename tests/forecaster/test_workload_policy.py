@@ -24,6 +24,7 @@ def test_defaults_resolve_to_the_spec():
         "forecast_utilization": 0.8,
         "target_utilization": 0.8,
         "tolerance": 0.1,
+        "buffer_quantile": 0.0,
         "activation_probability": 0.01,  # 1 - the planned quantile: the old activation rule
     }
     assert policy.tuned(quantile=0.5, tolerance=0.0).settings()["quantile"] == 0.5

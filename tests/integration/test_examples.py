@@ -1,8 +1,9 @@
 """Every shipped example config trains: ``prewarm train --config examples/X.yaml`` exits 0 or 4.
 
 File, replay and demo examples run as shipped. The Prometheus example runs against a real
-server backfilled with the series its queries name (a vLLM counter, a Triton counter without
-the ``_total`` suffix, DCGM GPU utilization); only where it points is changed: the server's
+server backfilled with the series its queries name (a vLLM counter and queue, a Triton counter
+without the ``_total`` suffix and its pending requests, DCGM GPU utilization); only where it
+points is changed: the server's
 URL, a token file, a fixed end, a local MLflow store.
 """
 
@@ -68,10 +69,14 @@ def server(prometheus_factory: Callable[..., Any]) -> Any:
     chat = gpu_inference_demand(days=DAYS, step=STEP, seed=3, base_rate=60.0)["value"]
     embed = gpu_inference_demand(days=DAYS, step=STEP, seed=4, base_rate=600.0)["value"]
     chat, embed = chat.to_numpy(), embed.to_numpy()
+    empty = gauge(np.zeros(chat.size), start)
     return prometheus_factory([
         Counter("vllm:request_success", [({"model_name": "llama-70b-chat"}, counter(chat, start))]),
         # Triton's counters carry no _total suffix: written as the series a scrape stores.
         Gauge("nv_inference_request_success", [({"model": "embeddings"}, counter(embed, start))]),
+        # The queues whose growth the demand queries add to the completions (empty here).
+        Gauge("vllm:num_requests_waiting", [({"model_name": "llama-70b-chat"}, empty)]),
+        Gauge("nv_inference_pending_request_count", [({"model": "embeddings"}, empty)]),
         Gauge("DCGM_FI_DEV_GPU_UTIL", [
             ({"pod": "llama-70b-chat-0"}, gauge(np.clip(chat / chat.max() * 95, 0, 100), start)),
             ({"pod": "embeddings-0"}, gauge(np.clip(embed / embed.max() * 95, 0, 100), start)),

@@ -11,7 +11,7 @@ import pytest
 
 from forecaster.activation import ACTIVATION_GRID, activation_quantile
 from forecaster.policies import Observation, QuantileForecast, make_policy, policy_class
-from forecaster.policies.hybrid import TAIL_UTILIZATION
+from forecaster.policies.hybrid import TAIL_BUFFER, TAIL_UTILIZATION
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID
 from forecaster.workload import WorkloadSpec
@@ -21,16 +21,21 @@ SPEC = WorkloadSpec(capacity_per_replica=10.0, cold_start=60, target_utilization
 
 def test_hybrid_grid_is_the_joint_product() -> None:
     grid = policy_class("hybrid").sweep_grid(SPEC)
-    joint = [p for p in grid if p["forecast_utilization"] == 1.0]
+    joint = [p for p in grid if p["forecast_utilization"] == 1.0 and p["buffer_quantile"] == 0]
     pairs = {(p["quantile"], p["target_utilization"], p["tolerance"]) for p in joint}
     assert len(joint) == len(pairs) == len(QUANTILE_GRID) * len(REACTIVE_PATH_GRID) * 2
-    # the extra margin points sit past the top quantile, more conservative than any other
+    # the extra margin points sit past the top quantile, more conservative than any other:
+    # a lower forecast utilization, or the warm buffer at its top quantile
     tail = [p for p in grid if p["forecast_utilization"] < 1.0]
-    assert {p["quantile"] for p in tail} == {QUANTILE_GRID[-1]}
+    buffered = [p for p in grid if p["buffer_quantile"] > 0]
+    assert {p["quantile"] for p in tail + buffered} == {QUANTILE_GRID[-1]}
     assert len(tail) == len(TAIL_UTILIZATION) * len(REACTIVE_PATH_GRID) * 2
+    assert {p["buffer_quantile"] for p in buffered} == set(TAIL_BUFFER)
+    assert len(buffered) == len(TAIL_BUFFER) * len(REACTIVE_PATH_GRID) * 2
+    assert {p["forecast_utilization"] for p in buffered} == {1.0}
 
 
-@pytest.mark.parametrize("name", ["reactive", "seasonal-naive", "hybrid"])
+@pytest.mark.parametrize("name", ["reactive", "gpu-utilization", "seasonal-naive", "hybrid"])
 def test_every_hpa_policy_sweeps_the_same_tolerances(name: str) -> None:
     grid = policy_class(name).sweep_grid(SPEC)
     assert {p["tolerance"] for p in grid} == set(TOLERANCE_GRID)
@@ -72,7 +77,14 @@ def test_every_tuned_policy_gets_about_the_same_budget_of_settings() -> None:
     """Equal tuning resolution: no policy wins by having been searched more finely."""
     budgets = {
         name: len(policy_class(name).sweep_grid(SPEC))
-        for name in ("static", "reactive", "seasonal-naive", "predictive", "hybrid")
+        for name in (
+            "static",
+            "reactive",
+            "gpu-utilization",
+            "seasonal-naive",
+            "predictive",
+            "hybrid",
+        )
     }
     assert max(budgets.values()) <= 1.3 * min(budgets.values()), budgets
 

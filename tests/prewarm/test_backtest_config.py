@@ -82,3 +82,17 @@ def test_bad_invocations_name_what_to_change(config: Path, tmp_path: Path):
     both = CliRunner().invoke(cli, ["backtest", str(DATA / "nyc_taxi_passengers_30min.csv"),
                                     "--config", str(config)])  # fmt: skip
     assert both.exit_code == 2 and "give DATA or --config" in both.output
+
+
+def test_a_workload_whose_hpa_scales_on_gpu_utilization_is_compared_with_it(
+    config: Path, tmp_path: Path
+):
+    document = yaml.safe_load(config.read_text())
+    document["workloads"][0]["hpa_metric"] = "gpu-utilization"
+    config.write_text(yaml.safe_dump(document))
+    outcome = backtest(config, tmp_path / "gpu.json")
+    assert outcome.exit_code == 0, outcome.output
+    deployed = json.loads((tmp_path / "gpu.json").read_text())["cpu"]["deployed"]
+    assert {"reactive", "gpu-utilization", "hybrid"} <= set(deployed["policies"])
+    assert "vs_gpu_utilization" in deployed["savings"]
+    assert "vs gpu-utilization" in outcome.output

@@ -163,7 +163,11 @@ def test_policies_join_capacity_and_policy_sections() -> None:
         hold=120.0,
         decision_delay=30.0,
     )
-    assert config.workloads[0].policy.unset == ("target_utilization", "activation_probability")
+    assert config.workloads[0].policy.unset == (
+        "target_utilization",
+        "buffer_quantile",
+        "activation_probability",
+    )
     # The model forecasts the quantile each policy plans at, beside the spec's own.
     assert {0.6, 0.97} <= set(config.quantiles())
     tuned = {"chat": policy.tuned(quantile=0.42)}

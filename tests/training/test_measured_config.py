@@ -112,3 +112,13 @@ def test_serve_checks_a_measured_workload_against_its_registered_policy_but_the_
     assert policy_drift(served, other, "3") == (
         "workload chat: max_replicas 20 -> 40 since version 3: retrain or revert"
     )
+
+
+def test_the_hpa_metric_defaults_to_the_demand_and_names_a_bad_value() -> None:
+    workload = document({"capacity_per_replica": 4})
+    assert parse_config(workload).workloads[0].hpa_metric == "demand"
+    workload["workloads"][0]["hpa_metric"] = "gpu-utilization"
+    assert parse_config(workload).workloads[0].hpa_metric == "gpu-utilization"
+    workload["workloads"][0]["hpa_metric"] = "gpu"
+    message = error(workload)
+    assert "workloads[0] (chat).hpa_metric" in message and "'gpu'" in message
