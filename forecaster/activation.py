@@ -108,7 +108,11 @@ class KedaActivation:
                 raise ConfigError(f"`{name}` must be a positive number of seconds, got {value!r}")
 
     def awake(
-        self, times: np.ndarray, polled: np.ndarray, pushed: np.ndarray | None = None
+        self,
+        times: np.ndarray,
+        polled: np.ndarray,
+        pushed: np.ndarray | None = None,
+        sustained: np.ndarray | None = None,
     ) -> np.ndarray:
         """Whether the target runs (1 or more replicas) after KEDA's decision at each tick.
 
@@ -123,6 +127,9 @@ class KedaActivation:
         pushed
             Activity of the push trigger at each tick, or ``None`` without one; KEDA acts on
             it the tick it turns true, and reads it at polls like the others.
+        sustained
+            Activity of a polled trigger on a metric only running pods report (a GPU
+            utilization): it keeps an awake target awake but cannot wake one at zero.
 
         Returns
         -------
@@ -133,16 +140,18 @@ class KedaActivation:
         self._check_ticks(times)
         pull = np.asarray(polled, dtype=bool)
         push = np.zeros_like(pull) if pushed is None else np.asarray(pushed, dtype=bool)
+        keeps = pull | push if sustained is None else pull | push | np.asarray(sustained, bool)
         any_active = (pull | push).tolist()
+        keep = keeps.tolist()
         rises = (push & ~np.concatenate([[True], push[:-1]])).tolist()
         phase = np.remainder(times, self.polling_interval)
         polls = ((phase < 1e-6) | (self.polling_interval - phase < 1e-6)).tolist()
         out = [False] * len(any_active)
-        awake = bool(any_active[0]) if any_active else False
+        awake = bool(keep[0]) if keep else False
         last_active = float(times[0]) if awake else -math.inf
         for k, t in enumerate(times.tolist()):
             if polls[k] or rises[k]:
-                if any_active[k]:
+                if any_active[k] or (awake and keep[k]):
                     awake, last_active = True, t
                 elif awake and t - last_active > self.cooldown_period:
                     # KEDA scales to zero once lastActiveTime + cooldownPeriod is before now

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from typing import ClassVar
 
 import numpy as np
 
@@ -49,6 +50,10 @@ class GPUUtilizationPolicy(ReactivePolicy):
     replicas are warming up.
     """
 
+    # A fleet at zero has no pod to report a utilization: a KEDA trigger on it keeps a
+    # running fleet up, but cannot wake one from zero.
+    own_metric_wakes: ClassVar[bool] = False
+
     def own_metric(
         self, obs: Observation, ticks: np.ndarray, demand: np.ndarray, initial: int
     ) -> tuple[np.ndarray | FleetMetric, float]:
@@ -56,11 +61,6 @@ class GPUUtilizationPolicy(ReactivePolicy):
         target = self.target_utilization or obs.spec.target_utilization
         self.check_scrapes()
         return GPUUtilization(obs, ticks, self, initial, target), target
-
-    def own_activity(self, demand: np.ndarray) -> np.ndarray:
-        """Never: a fleet at zero has no pod to report a utilization, so a trigger on it
-        cannot wake the workload."""
-        return np.zeros(len(demand), dtype=bool)
 
 
 class GPUUtilization:

@@ -79,6 +79,9 @@ class ReactivePolicy:
 
     knob: ClassVar[str | None] = "target_utilization"
     uses_future: ClassVar[bool] = False
+    # With min_replicas 0, whether KEDA's trigger on this HPA's own metric can wake the
+    # workload from zero: the demand is seen with no pod running (active above 0).
+    own_metric_wakes: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -142,11 +145,13 @@ class ReactivePolicy:
 
         if obs.spec.min_replicas > 0:
             return obs.hold_to_steps(run(0, len(ticks), initial), sync)
-        demand_active = self.own_activity(demand)
+        own = is_active(demand)
+        others = np.zeros_like(own) if polled is None else polled(ticks)
         awake = KedaActivation().awake(
             ticks,
-            demand_active if polled is None else demand_active | polled(ticks),
+            own | others if self.own_metric_wakes else others,
             None if pushed is None else pushed(ticks),
+            sustained=None if self.own_metric_wakes else own,
         )
         return obs.hold_to_steps(awake_replicas(awake, run, initial), sync)
 
@@ -159,11 +164,6 @@ class ReactivePolicy:
         ``initial`` is the replica count the controller starts from, warm.
         """
         return demand, self.demand_target(obs.spec)
-
-    def own_activity(self, demand: np.ndarray) -> np.ndarray:
-        """Whether KEDA's trigger on this HPA's own metric is active at each tick, with
-        ``min_replicas`` 0: here its ``prometheus`` trigger on the demand, above 0."""
-        return is_active(demand)
 
     def metric(self, obs: Observation, times: np.ndarray) -> np.ndarray:
         """The demand metric the HPA reads at ``times``: Prometheus' ``rate()`` (see above)."""
