@@ -35,6 +35,8 @@ def gpu_inference_demand(
     viral_factor: float = 100.0,
     outage_day: float | None = None,
     outage_hours: float = 3.0,
+    working_hours: tuple[float, float] | None = None,
+    after_hours: float = 1.0,
     series: str = "gpu-inference",
     start: pd.Timestamp = START,
 ) -> pd.DataFrame:
@@ -59,6 +61,9 @@ def gpu_inference_demand(
         over a day to a third of the peak. None for no ramp.
     outage_day, outage_hours
         Start (fractional day) and length of a window with no data. None for no outage.
+    working_hours, after_hours
+        Hours of the day ``[begin, end)`` of weekdays when the service is used; outside them
+        the rate is multiplied by ``after_hours``. None for every hour.
     series
         Series id.
     start
@@ -78,6 +83,10 @@ def gpu_inference_demand(
     rate *= _bursts(t, days, bursts_per_day, rng)
     if viral_day is not None:
         rate *= _viral(t, viral_day * 86400, viral_factor)
+    if working_hours is not None:
+        hour = day_fraction * 24
+        working = (hour >= working_hours[0]) & (hour < working_hours[1]) & (weekday < 5)
+        rate *= np.where(working, 1.0, after_hours)
     counts = rng.poisson(rate * step * rng.lognormal(-(noise**2) / 2, noise, len(t)))
     frame = pd.DataFrame(
         {
@@ -153,7 +162,22 @@ def viral_launch(days: int = 21, step: int = 60, seed: int = 0) -> pd.DataFrame:
     )
 
 
+def office_hours(days: int = 21, step: int = 60, seed: int = 0) -> pd.DataFrame:
+    """A sparse internal model: used on weekdays from 08:00 to 19:00 UTC (~0.1 requests/s,
+    with bursts), idle at night and on weekends but for a rare late request."""
+    return gpu_inference_demand(
+        days,
+        step,
+        seed,
+        base_rate=0.1,
+        working_hours=(8.0, 19.0),
+        after_hours=0.002,
+        series="office-hours",
+    )
+
+
 SCENARIOS: dict[str, Callable[[int, int, int], pd.DataFrame]] = {
     "steady-diurnal": steady_diurnal,
     "viral-launch": viral_launch,
+    "office-hours": office_hours,
 }

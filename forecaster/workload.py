@@ -246,7 +246,14 @@ def _unit_interval(name: str, value: float, *, closed_right: bool) -> None:
 
 
 # The settings the backtest tunes, in report order.
-TUNED = ("quantile", "forecast_utilization", "target_utilization", "tolerance", "buffer_quantile")
+TUNED = (
+    "quantile",
+    "forecast_utilization",
+    "target_utilization",
+    "tolerance",
+    "buffer_quantile",
+    "activation_probability",
+)
 # Hourly increments of a learned warm buffer (forecaster.buffer), one per UTC hour.
 BUFFER_HOURS = 24
 # The Kubernetes HPA's default tolerance: a ratio within 10 % of 1 changes nothing.
@@ -297,6 +304,10 @@ class WorkloadPolicy:
         The learned buffer: the increase per UTC hour of the origin relative to
         ``max(demand, buffer_level)`` (24 ratios), and the level (the training window's mean
         demand), learned at ``buffer_quantile``; empty and 0 until training learns them.
+    activation_probability
+        ``p`` of the KEDA activation rule (:mod:`forecaster.activation`): with
+        ``min_replicas`` 0 the workload is woken when the forecast over the lead window gives
+        ``P(demand > 0) > p``; ``None`` takes ``1 - tau``, the planned quantile.
 
     Examples
     --------
@@ -316,11 +327,14 @@ class WorkloadPolicy:
     buffer_quantile: float = 0.0
     buffer: tuple[float, ...] = ()
     buffer_level: float = 0.0
+    activation_probability: float | None = None
 
     def __post_init__(self) -> None:
         self._check_buffer()
-        if self.quantile is not None and not 0 < self.quantile < 1:
-            raise ConfigError(f"`quantile` must be in (0, 1), got {self.quantile!r}")
+        for name in ("quantile", "activation_probability"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < 1:
+                raise ConfigError(f"`{name}` must be in (0, 1), got {value!r}")
         for name in ("forecast_utilization", "target_utilization"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and 0 < value <= 1):
@@ -362,6 +376,14 @@ class WorkloadPolicy:
     def tau(self) -> float:
         """The forecast path's quantile."""
         return float(self.spec.tau if self.quantile is None else self.quantile)
+
+    @property
+    def activation_p(self) -> float:
+        """``p`` of the activation rule: active when ``P(demand > 0)`` over the lead window
+        is above it."""
+        if self.activation_probability is None:
+            return round(1.0 - self.tau, 6)
+        return float(self.activation_probability)
 
     @property
     def forecast_u(self) -> float:
@@ -414,6 +436,7 @@ class WorkloadPolicy:
             "target_utilization": self.reactive_u,
             "tolerance": self.tolerance,
             "buffer_quantile": self.buffer_quantile,
+            "activation_probability": self.activation_p,
         }
 
     # -- serialization -------------------------------------------------------------------------

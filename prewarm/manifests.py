@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     from training.config import TrainConfig
 
 Kind = Literal["hpa", "keda"]
-# The Service of deploy/base/serve-service.yaml: where KEDA reaches prewarm's JSON endpoint.
+# The Service of deploy/base/serve-service.yaml: where KEDA reaches prewarm's JSON endpoint,
+# and its gRPC external scaler.
 SERVE_URL = "https://prewarm-serve.prewarm.svc:443"
+SCALER_ADDRESS = "prewarm-serve.prewarm.svc.cluster.local:9000"
 # The forecast metric whose target the backtest simulates (demand per replica at the forecast
 # path's utilization); serving/wire/k8s.py serves it, selected by the workload label.
 FORECAST_METRIC = "prewarm_forecast_demand"
@@ -159,9 +161,13 @@ def scaled_object(
     """The KEDA ScaledObject of workload ``name``: the same HPA, with KEDA's triggers.
 
     The demand comes from KEDA's ``prometheus`` scaler on the workload's own ``demand``
-    query (``AverageValue``, as simulated); the forecast from prewarm's ``metrics-api``.
-    KEDA metadata values are plain decimals, not Quantity strings.
+    query (``AverageValue``, as simulated); the forecast from prewarm's ``metrics-api``, or,
+    with ``min_replicas`` 0, from its ``external-push`` scaler, whose ``StreamIsActive``
+    wakes the workload by the registered activation rule as the backtest simulated it (at
+    KEDA's default polling interval and cooldown, written out). KEDA metadata values are
+    plain decimals, not Quantity strings.
     """
+    from forecaster.activation import DEFAULT_COOLDOWN_SECONDS, DEFAULT_POLLING_SECONDS
     from forecaster.policies.autoscaler import hpa_spec
 
     placeholder = {"type": "External", "external": {"metric": {"name": "-"}}}
@@ -169,12 +175,22 @@ def scaled_object(
     forecast_target, demand_target = (
         m["external"]["target"]["averageValue"] for m in spec["metrics"]
     )
+    wakes = spec["minReplicas"] == 0
     return {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
         "metadata": {"name": name, "namespace": wiring.namespace},
         "spec": {
             "scaleTargetRef": {"name": name},
+            # the activation phase the backtest simulates (forecaster.activation)
+            **(
+                {
+                    "pollingInterval": int(DEFAULT_POLLING_SECONDS),
+                    "cooldownPeriod": int(DEFAULT_COOLDOWN_SECONDS),
+                }
+                if wakes
+                else {}
+            ),
             "minReplicaCount": spec["minReplicas"],
             "maxReplicaCount": spec["maxReplicas"],
             "advanced": {
@@ -183,18 +199,7 @@ def scaled_object(
                 }
             },
             "triggers": [
-                {
-                    "type": "metrics-api",
-                    "metricType": "AverageValue",
-                    "metadata": {
-                        "url": f"{SERVE_URL}/v1/workloads/{name}/forecast",
-                        "format": "json",
-                        "valueLocation": "forecastDemand",
-                        "targetValue": _decimal(forecast_target),
-                        "authMode": "bearer",
-                    },
-                    "authenticationRef": {"name": "prewarm-bearer"},
-                },
+                _push_trigger(name) if wakes else _forecast_trigger(name, forecast_target),
                 {
                     "type": "prometheus",
                     "metricType": "AverageValue",
@@ -206,6 +211,36 @@ def scaled_object(
                 },
             ],
         },
+    }
+
+
+def _forecast_trigger(name: str, forecast_target: float) -> dict[str, Any]:
+    return {
+        "type": "metrics-api",
+        "metricType": "AverageValue",
+        "metadata": {
+            "url": f"{SERVE_URL}/v1/workloads/{name}/forecast",
+            "format": "json",
+            "valueLocation": "forecastDemand",
+            "targetValue": _decimal(forecast_target),
+            "authMode": "bearer",
+        },
+        "authenticationRef": {"name": "prewarm-bearer"},
+    }
+
+
+def _push_trigger(name: str) -> dict[str, Any]:
+    """prewarm's gRPC scaler: ``GetMetricSpec`` answers the registered forecast target."""
+    return {
+        "type": "external-push",
+        "metricType": "AverageValue",
+        "metadata": {
+            "scalerAddress": SCALER_ADDRESS,
+            "workload": name,
+            "metric": "forecast_demand",
+            "activationThreshold": "0",
+        },
+        "authenticationRef": {"name": "prewarm-grpc"},
     }
 
 

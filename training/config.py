@@ -56,10 +56,12 @@ default ``capacity``'s tau), ``forecast_utilization`` and ``target_utilization``
 forecast and the reactive path, in (0, 1], default ``capacity.target_utilization``),
 ``tolerance`` (the HPA's, in [0, 1), default 0.1), ``buffer_quantile`` (the warm buffer's
 quantile of the demand increase over the lead window, in [0, 1), 0 for none, the default;
-training learns the buffer itself from the history, :mod:`forecaster.buffer`)). The policies
-are registered with the model version; ``prewarm serve`` plans with the registered ones and
-refuses a workload whose section here disagrees with them (settings left unset here defer to
-the registered ones).
+training learns the buffer itself from the history, :mod:`forecaster.buffer`),
+``activation_probability`` (with ``min_replicas`` 0, KEDA wakes the workload when the
+forecast gives ``P(demand > 0)`` over the lead window above it, in (0, 1), default
+``1 - quantile``; see :mod:`forecaster.activation`)). The policies are registered with the
+model version; ``prewarm serve`` plans with the registered ones and refuses a workload whose
+section here disagrees with them (settings left unset here defer to the registered ones).
 
 ``model``: ``name`` (registered forecast model, default ``lightgbm``); ``params`` (its
 constructor arguments); ``features`` (:class:`forecaster.features.FeatureConfig` fields);
@@ -120,6 +122,7 @@ from pydantic import (
     model_validator,
 )
 
+from forecaster.activation import activation_quantile
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError, PrewarmError, shown
 from forecaster.features import FeatureConfig
@@ -521,6 +524,14 @@ class PolicyConfig(_Strict):
         description="Quantile of the demand increase over the lead window kept warm beside the "
         "forecast (the warm buffer; training learns it); 0 for none (default 0).",
     )
+    activation_probability: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="With min_replicas 0, KEDA wakes the workload when the forecast gives "
+        "P(demand > 0) over the lead window above this (default: 1 - quantile).",
+    )
 
     @property
     def unset(self) -> tuple[str, ...]:
@@ -636,6 +647,7 @@ class WorkloadConfig(_Strict):
             forecast_utilization=policy.forecast_utilization,
             target_utilization=policy.target_utilization,
             tolerance=DEFAULT_TOLERANCE if policy.tolerance is None else policy.tolerance,
+            activation_probability=policy.activation_probability,
             hold=float(policy.hold),
             decision_delay=float(policy.decision_delay),
             buffer_quantile=policy.buffer_quantile or 0.0,
@@ -938,13 +950,15 @@ class TrainConfig(_Strict):
 
     def quantiles(self, policies: Mapping[str, WorkloadPolicy] | None = None) -> tuple[float, ...]:
         """Quantiles the model forecasts: configured, the backtest's grid, every spec's tau and
-        every policy's (``policies``, default :attr:`policies`)."""
+        every policy's, and the one each policy's activation rule reads (``policies``,
+        default :attr:`policies`)."""
         planned = (policies or self.policies).values()
         wanted = {
             *self.model.quantiles,
             *QUANTILE_GRID,
             *(s.tau for s in self.specs.values()),
             *(p.tau for p in planned),
+            *(activation_quantile(p.activation_p) for p in planned),
         }
         return tuple(sorted({round(q, 6) for q in wanted}))
 

@@ -58,6 +58,7 @@ def hybrid_policy(policy: WorkloadPolicy, behavior: HPABehavior = DEFAULT_BEHAVI
         tolerance=policy.tolerance,
         buffer_quantile=policy.buffer_quantile,
         buffer=(policy.buffer, policy.buffer_level) if policy.buffer else None,
+        activation_probability=policy.activation_p,
     )
 
 

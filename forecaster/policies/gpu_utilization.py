@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from typing import ClassVar
 
 import numpy as np
 
@@ -48,6 +49,10 @@ class GPUUtilizationPolicy(ReactivePolicy):
     (the controller's own comparison uses the ready pods' mean): the two differ only while
     replicas are warming up.
     """
+
+    # A fleet at zero has no pod to report a utilization: a KEDA trigger on it keeps a
+    # running fleet up, but cannot wake one from zero.
+    own_metric_wakes: ClassVar[bool] = False
 
     def own_metric(
         self, obs: Observation, ticks: np.ndarray, demand: np.ndarray, initial: int

@@ -7,11 +7,17 @@ from typing import ClassVar
 
 import numpy as np
 
+from forecaster.activation import ACTIVATION_GRID, activation_quantile, is_active
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.buffered import BUFFER_GRID, buffer_path
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.predictive import QUANTILE_GRID, PredictivePolicy
-from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID, ReactivePolicy
+from forecaster.policies.reactive import (
+    REACTIVE_PATH_GRID,
+    TOLERANCE_GRID,
+    Activity,
+    ReactivePolicy,
+)
 from forecaster.workload import WorkloadSpec
 
 # Past the top quantile, the two ways to more margin, each tried with the reactive path's
@@ -41,6 +47,10 @@ class HybridPolicy(ReactivePolicy):
         metric carries both; 0 plans on the forecast alone.
     target_utilization, scrape_interval, rate_window, behavior, tolerance, scrape_phase
         Of the reactive path and of the HPA (see :class:`ReactivePolicy`).
+    activation_probability
+        With ``min_replicas`` 0, ``p`` of prewarm's push trigger (``StreamIsActive``): KEDA
+        wakes the workload when the forecast over the lead window gives ``P(demand > 0) >
+        p`` (:mod:`forecaster.activation`); ``None`` takes ``1 - quantile``.
     """
 
     knob: ClassVar[str | None] = "quantile"
@@ -59,6 +69,7 @@ class HybridPolicy(ReactivePolicy):
         scrape_phase: float = 0.0,
         buffer_quantile: float = 0.0,
         buffer: tuple[tuple[float, ...], float] | None = None,
+        activation_probability: float | None = None,
     ) -> None:
         super().__init__(
             target_utilization, scrape_interval, rate_window, behavior, tolerance, scrape_phase
@@ -68,6 +79,7 @@ class HybridPolicy(ReactivePolicy):
         self.hold = hold
         self.buffer_quantile = buffer_quantile
         self.buffer = buffer
+        self.activation_probability = activation_probability
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
@@ -78,7 +90,23 @@ class HybridPolicy(ReactivePolicy):
         at utilization 1 without a buffer: its quantile already is the margin for forecast
         error, and a second margin on top of it only adds idle replicas, except past the
         top quantile (measured on the bursty traces: ``benchmarks/backtest_savings.py``).
+
+        With ``min_replicas`` 0 the activation probability takes the place of the reactive
+        path's utilization (which then runs at 1, catching only demand above the ready
+        capacity), so the budget of settings stays the same.
         """
+        points = cls._points(spec)
+        if spec.min_replicas > 0:
+            return points
+        # The i-th reactive-path utilization's points try the i-th activation probability.
+        swap = dict(zip(REACTIVE_PATH_GRID, ACTIVATION_GRID, strict=True))
+        return tuple(
+            p | {"target_utilization": 1.0, "activation_probability": swap[p["target_utilization"]]}
+            for p in points
+        )
+
+    @classmethod
+    def _points(cls, spec: WorkloadSpec) -> Grid:
         joint = [
             {"quantile": q, "target_utilization": u, "forecast_utilization": 1.0, "tolerance": t}
             | NO_BUFFER
@@ -109,7 +137,16 @@ class HybridPolicy(ReactivePolicy):
         if self.buffer_quantile > 0:
             buffered = buffer_path(obs, ticks, self.buffer_quantile, self.hold, self.buffer)
             rate = np.maximum(rate, buffered)
-        return self.plan_with(obs, [(rate, self.forecast_target(obs.spec))])
+        return self.plan_with(obs, [(rate, self.forecast_target(obs.spec))], self._pushed(obs))
+
+    def _pushed(self, obs: Observation) -> Activity:
+        """Activity of prewarm's push trigger at given times: the ``1 - p`` quantile of the
+        lead window's forecast above 0."""
+        p = self.activation_probability
+        if p is None:
+            p = 1.0 - (self.quantile or obs.spec.tau)
+        window = PredictivePolicy(activation_quantile(p), hold=self.hold)
+        return lambda times: is_active(window.rate_at(obs, times))
 
     def forecast_target(self, spec: WorkloadSpec) -> float:
         """``averageValue`` of the forecast-demand metric: demand per replica at the forecast

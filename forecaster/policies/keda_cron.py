@@ -78,8 +78,14 @@ class KedaCronPolicy(ReactivePolicy):
         return beside_reactive_path("quantile", QUANTILE_GRID)
 
     def plan(self, obs: Observation) -> np.ndarray:
-        """Replicas the two-trigger HPA keeps at each simulation step."""
-        return self.plan_with(obs, [(self.floor_at(obs, self.ticks(obs)), CRON_TARGET)])
+        """Replicas the two-trigger HPA keeps at each simulation step; with ``min_replicas``
+        0 the cron trigger is also active (wakes the workload) while its window asks for
+        replicas, as KEDA's cron scaler is."""
+        return self.plan_with(
+            obs,
+            [(self.floor_at(obs, self.ticks(obs)), CRON_TARGET)],
+            polled=lambda times: self.floor_at(obs, times) > 0,
+        )
 
     def schedule(self, obs: Observation) -> tuple[np.ndarray, np.ndarray]:
         """First data index of each training block, and its learned demand per slot.

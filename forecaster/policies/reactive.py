@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import numpy as np
 
+from forecaster.activation import KedaActivation, awake_replicas, is_active
 from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import FleetMetric, HPABehavior, HPAController
@@ -16,6 +17,8 @@ from forecaster.workload import WorkloadSpec
 
 # Usage a forecast-driven path adds to the HPA: (value per sync tick, averageValue target).
 ExtraMetric = tuple[np.ndarray, float]
+# Whether a KEDA trigger is active at given times (seconds from the first data point).
+Activity = Callable[[np.ndarray], np.ndarray]
 
 # Target utilizations from 0.3 to 1 in steps of 0.025: the reactive HPA's one knob, as fine
 # as the budget of settings the other policies get (tests/policies/test_sweeps.py).
@@ -76,6 +79,9 @@ class ReactivePolicy:
 
     knob: ClassVar[str | None] = "target_utilization"
     uses_future: ClassVar[bool] = False
+    # With min_replicas 0, whether KEDA's trigger on this HPA's own metric can wake the
+    # workload from zero: the demand is seen with no pod running (active above 0).
+    own_metric_wakes: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -105,21 +111,49 @@ class ReactivePolicy:
         """Replicas the HPA keeps at each simulation step."""
         return self.plan_with(obs, ())
 
-    def plan_with(self, obs: Observation, extra: Sequence[ExtraMetric]) -> np.ndarray:
-        """Replicas of an HPA that also reads ``extra`` metrics (the max wins)."""
+    def plan_with(
+        self,
+        obs: Observation,
+        extra: Sequence[ExtraMetric],
+        pushed: Activity | None = None,
+        polled: Activity | None = None,
+    ) -> np.ndarray:
+        """Replicas of an HPA that also reads ``extra`` metrics (the max wins).
+
+        With ``min_replicas`` 0, KEDA owns 0 <-> 1 (:mod:`forecaster.activation`): its
+        ``prometheus`` trigger on the demand is active above 0 and is polled; ``polled`` and
+        ``pushed`` give, at the sync ticks, the activity of a polled and of a push trigger
+        beside it.
+        """
         behavior = self.hpa_behavior()
         sync = behavior.sync_period_seconds
         ticks = obs.step_times(sync)
         demand = self.metric(obs, ticks)
         steady = [(demand, self.demand_target(obs.spec)), *extra]
-        controller = HPAController(behavior, obs.spec.min_replicas, obs.spec.max_replicas)
+        low = max(1, obs.spec.min_replicas)  # KEDA's HPA runs from max(1, minReplicaCount)
+        controller = HPAController(behavior, low, obs.spec.max_replicas)
         # A controller that has been running holds its steady-state answer at the start.
         first = max(math.ceil(u[0] / t) for u, t in steady)
-        initial = int(np.clip(first, obs.spec.min_replicas, obs.spec.max_replicas))
-        own, target = self.own_metric(obs, ticks, demand, initial)
-        usages = [own, *(values for values, _ in extra)]
-        targets = [target, *(t for _, t in extra)]
-        return obs.hold_to_steps(controller.run(usages, targets, initial), sync)
+        initial = int(np.clip(first, low, obs.spec.max_replicas))
+
+        def run(begin: int, end: int, start: int) -> np.ndarray:
+            """The HPA over ticks ``[begin, end)`` from ``start`` replicas (a fleet metric
+            is built for the span, its fleet warm at its start)."""
+            own, target = self.own_metric(obs, ticks[begin:end], demand[begin:end], start)
+            usages = [own, *(values[begin:end] for values, _ in extra)]
+            return controller.run(usages, [target, *(t for _, t in extra)], start)
+
+        if obs.spec.min_replicas > 0:
+            return obs.hold_to_steps(run(0, len(ticks), initial), sync)
+        own = is_active(demand)
+        others = np.zeros_like(own) if polled is None else polled(ticks)
+        awake = KedaActivation().awake(
+            ticks,
+            own | others if self.own_metric_wakes else others,
+            None if pushed is None else pushed(ticks),
+            sustained=None if self.own_metric_wakes else own,
+        )
+        return obs.hold_to_steps(awake_replicas(awake, run, initial), sync)
 
     def own_metric(
         self, obs: Observation, ticks: np.ndarray, demand: np.ndarray, initial: int

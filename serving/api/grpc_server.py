@@ -7,11 +7,16 @@ Trigger metadata (``scalerMetadata``):
 ``metric``               ``desired_replicas`` (default; target 1, so the HPA follows the
                          replica count) or ``forecast_demand`` (target = capacity per
                          replica x target utilization).
-``activationThreshold``  Forecast demand above which the workload is active (default 0):
-                         ``IsActive`` turns true as soon as the forecast over the lead window
-                         needs capacity, so KEDA wakes the workload from zero *before* the
-                         traffic arrives.
+``activationThreshold``  Demand above which the workload counts as busy (default 0).
 =======================  ==================================================================
+
+``IsActive`` / ``StreamIsActive`` follow the activation rule of the workload's registered
+policy (:mod:`forecaster.activation`): active when the forecast over the lead window gives
+``P(demand > activationThreshold) > p``, ``p`` the registered ``activation_probability``,
+that is when the window's ``(1 - p)`` quantile is above the threshold. The backtest tuned
+``p`` and simulated exactly this rule, so KEDA wakes the workload from zero one cold start
+*before* the traffic the forecast sees. A policy without the setting takes ``p = 1 - tau``:
+active when the planned forecast demand is above the threshold.
 
 Authentication is the HTTP KEDA endpoints' (:class:`~serving.api.auth.TokenVerifier`): when a
 token is configured, every call must carry ``authorization: Bearer <token>`` metadata or answers
@@ -22,7 +27,8 @@ authenticates with ``tlsClientCert`` / ``tlsClientKey`` (kedacore/keda
 ``pkg/scalers/external_scaler.go``), so run KEDA over mutual TLS when a token is configured.
 
 Errors: unknown workload -> ``NOT_FOUND``; missing or bad metadata -> ``INVALID_ARGUMENT``;
-stale forecast -> ``UNAVAILABLE`` (KEDA's fallback then applies). ``StreamMetricSpec`` answers
+stale forecast, or a model that does not forecast the quantile the activation rule reads ->
+``UNAVAILABLE`` (KEDA's fallback then applies). ``StreamMetricSpec`` answers
 ``UNIMPLEMENTED``, which keeps KEDA pull-only for specs.
 """
 
@@ -38,9 +44,11 @@ from typing import Any
 
 import grpc
 
-from forecaster.exceptions import shown
+from forecaster.activation import is_active, window_quantile
+from forecaster.exceptions import ConfigError, shown
 from serving.api.runtime import Runtime
 from serving.exceptions import (
+    ForecastUnavailableError,
     MetadataError,
     ServingError,
     UnknownMetricError,
@@ -140,11 +148,19 @@ class ExternalScalerServicer:
         workload = self._workload(ref)
         threshold = self._threshold(ref)
         forecast = self.runtime.forecast(workload, api="grpc")
-        return forecast.forecast_demand > threshold
+        probability = self.runtime.registered_policy(workload).activation_p
+        window = {forecast.quantile: forecast.forecast_demand, **forecast.quantiles}
+        try:
+            value = window_quantile(window, probability)
+        except ConfigError as exc:
+            raise ForecastUnavailableError(
+                f"workload {shown(workload)}: {exc}", cause="no_forecast"
+            ) from None
+        return bool(is_active(value, threshold))
 
     # -- RPCs ------------------------------------------------------------------------------
     def IsActive(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        """True when the forecast over the lead window needs capacity."""
+        """True when the registered activation rule says the lead window will see demand."""
         try:
             self._authenticate(context)
             return self.pb2.IsActiveResponse(result=self._active(request))

@@ -53,3 +53,12 @@ def test_gpu_utilization_follows_demand_over_capacity():
     assert util[5] == pytest.approx(50, abs=3)
     with pytest.raises(ConfigError, match="`capacity_per_replica` must be positive, got 0"):
         gpu_utilization(demand, 0)
+
+
+def test_office_hours_is_idle_outside_weekday_working_hours():
+    frame = SCENARIOS["office-hours"](14, 60, 0)
+    times = frame["timestamp"]
+    working = (times.dt.hour >= 8) & (times.dt.hour < 19) & (times.dt.dayofweek < 5)
+    # a rare late request, ~1/500 of the working-day rate: most idle minutes see none
+    assert (frame.loc[~working, "value"] == 0).mean() > 0.95
+    assert frame.loc[~working, "value"].mean() < 0.01 * frame.loc[working, "value"].mean()

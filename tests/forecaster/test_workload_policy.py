@@ -25,6 +25,7 @@ def test_defaults_resolve_to_the_spec():
         "target_utilization": 0.8,
         "tolerance": 0.1,
         "buffer_quantile": 0.0,
+        "activation_probability": 0.01,  # 1 - the planned quantile: the old activation rule
     }
     assert policy.tuned(quantile=0.5, tolerance=0.0).settings()["quantile"] == 0.5
 
@@ -50,6 +51,7 @@ def test_differences_name_each_field_and_both_values():
         ("quantile", 1.0, "`quantile` must be in (0, 1), got 1.0"),
         ("target_utilization", 0.0, "`target_utilization` must be in (0, 1], got 0.0"),
         ("tolerance", -0.1, "`tolerance` must be in [0, 1), got -0.1"),
+        ("activation_probability", 0.0, "`activation_probability` must be in (0, 1), got 0.0"),
         ("hold", float("nan"), "`hold` must be a finite number of seconds >= 0, got nan"),
     ],
 )

@@ -90,3 +90,11 @@ def test_scrape_settings_no_prometheus_could_run_are_refused() -> None:
     policy = make_policy("gpu-utilization", scrape_interval=30.0, rate_window=30.0)
     with pytest.raises(ConfigError, match="at least two scrape intervals"):
         policy.plan(step_up())
+
+
+def test_a_running_fleet_at_min_zero_keeps_serving_on_its_own_utilization() -> None:
+    # KEDA's trigger on the GPU utilization keeps a fleet that runs up; only a fleet at zero
+    # (previous test) cannot be woken by it.
+    spec = WorkloadSpec(capacity_per_replica=10.0, cold_start=60, min_replicas=0)
+    obs = Observation(np.full(80, 30.0), 60.0, 30, spec)
+    assert plan("gpu-utilization", obs).min() == math.ceil(30 / (10 * TARGET))

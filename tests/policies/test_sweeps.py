@@ -3,11 +3,13 @@ policy keeps a replica for as long as a recent answer still wants it."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
 import pytest
 
+from forecaster.activation import ACTIVATION_GRID, activation_quantile
 from forecaster.policies import Observation, QuantileForecast, make_policy, policy_class
 from forecaster.policies.hybrid import TAIL_BUFFER, TAIL_UTILIZATION
 from forecaster.policies.predictive import QUANTILE_GRID
@@ -93,3 +95,20 @@ def test_the_reactive_hpa_knob_is_searched_finely() -> None:
     )
     assert max(b - a for a, b in itertools.pairwise(utilizations)) <= 0.025 + 1e-12
     assert utilizations[0] <= 0.3 and utilizations[-1] == 1.0
+
+
+def test_waking_from_zero_tunes_the_activation_probability_at_the_same_budget() -> None:
+    zero = dataclasses.replace(SPEC, min_replicas=0)
+    grid = policy_class("hybrid").sweep_grid(zero)
+    assert len(grid) == len(policy_class("hybrid").sweep_grid(SPEC))
+    assert {p["activation_probability"] for p in grid} == set(ACTIVATION_GRID)
+    assert {(p["quantile"], p["activation_probability"], p["tolerance"]) for p in grid} >= set(
+        itertools.product(QUANTILE_GRID, ACTIVATION_GRID, TOLERANCE_GRID)
+    )
+    # each rule reads a quantile the walk-forward forecasts carry
+    assert {activation_quantile(p) for p in ACTIVATION_GRID} <= set(QUANTILE_GRID)
+    budgets = {
+        name: len(policy_class(name).sweep_grid(zero))
+        for name in ("static", "reactive", "seasonal-naive", "predictive", "hybrid")
+    }
+    assert max(budgets.values()) <= 1.3 * min(budgets.values()), budgets

@@ -20,12 +20,14 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 @pytest.fixture
-def config(tmp_path: Path) -> Path:
+def config(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    floor = getattr(request, "param", 1)  # min_replicas
     document = {
         "source": {"type": "file", "files": {"cpu": str(DATA / "google_cluster_cpu_5min.csv")},
                    "lookback": "13d"},
         "workloads": [{"name": "cpu", "capacity": {"capacity_per_replica": 0.03,
-                                                    "cold_start": "5m", "max_replicas": 40}}],
+                                                    "cold_start": "5m", "max_replicas": 40,
+                                                    "min_replicas": floor}}],
         "model": {"params": {"n_estimators": 20}},
         "evaluation": {"window": "1d", "train_window": "7d"},
         "mlflow": {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
@@ -42,12 +44,16 @@ def backtest(config: Path, out: Path, *extra: str):
     )
 
 
+@pytest.mark.parametrize("config", [1, 0], indirect=True, ids=["min1", "min0"])
 def test_scores_what_it_would_register_then_what_is_registered(config: Path, tmp_path: Path):
     first = backtest(config, tmp_path / "before.json")
     assert first.exit_code == 0, first.output
     deployed = json.loads((tmp_path / "before.json").read_text())["cpu"]["deployed"]
     assert "registered" not in deployed
     hybrid = deployed["policies"]["hybrid"]
+    # Waking from zero, the activation probability is tuned with the rest and registered.
+    floor = load_config(config).policies["cpu"].spec.min_replicas
+    assert ("activation_probability" in hybrid["settings"]) == (floor == 0)
     for field in ("cost", "unserved_fraction", "meets_slo", "cold_starts_per_hour",
                   "scale_events_per_hour", "settings"):  # fmt: skip
         assert field in hybrid

@@ -235,3 +235,40 @@ def test_a_measured_workload_renders_its_registered_values(tmp_path: Path) -> No
     )
     assert bare.exit_code == 2, bare.output
     assert "capacity.capacity_per_replica is `auto`" in bare.output
+
+
+def test_a_workload_that_scales_to_zero_wakes_by_the_push_trigger(tmp_path: Path) -> None:
+    path = tmp_path / "prewarm.yaml"
+    path.write_text(CONFIG.replace("max_replicas: 8}", "max_replicas: 8, min_replicas: 0}"))
+    out = tmp_path / "out"
+    result = _run(
+        "--config",
+        str(path),
+        "--out",
+        str(out),
+        "--kind",
+        "keda",
+        "--tracking-uri",
+        f"sqlite:///{tmp_path / 'absent.db'}",
+    )
+    assert result.exit_code == 0, result.output
+    batch = _load(out / "batch.scaledobject.yaml")["spec"]
+    # The activation phase the backtest simulated: KEDA's polling and cooldown, and the
+    # external-push trigger whose StreamIsActive follows the registered activation rule.
+    assert (batch["minReplicaCount"], batch["pollingInterval"], batch["cooldownPeriod"]) == (
+        0,
+        30,
+        300,
+    )
+    push, demand = batch["triggers"]
+    assert push["type"] == "external-push" and demand["type"] == "prometheus"
+    assert push["metadata"] == {
+        "scalerAddress": "prewarm-serve.prewarm.svc.cluster.local:9000",
+        "workload": "batch",
+        "metric": "forecast_demand",
+        "activationThreshold": "0",
+    }
+    assert push["authenticationRef"] == {"name": "prewarm-grpc"}
+    # A workload that keeps a replica keeps the metrics-api trigger and KEDA's defaults.
+    chat = _load(out / "chat.scaledobject.yaml")["spec"]
+    assert chat["triggers"][0]["type"] == "metrics-api" and "pollingInterval" not in chat

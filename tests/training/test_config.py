@@ -163,11 +163,18 @@ def test_policies_join_capacity_and_policy_sections() -> None:
         hold=120.0,
         decision_delay=30.0,
     )
-    assert config.workloads[0].policy.unset == ("target_utilization", "buffer_quantile")
+    assert config.workloads[0].policy.unset == (
+        "target_utilization",
+        "buffer_quantile",
+        "activation_probability",
+    )
     # The model forecasts the quantile each policy plans at, beside the spec's own.
     assert {0.6, 0.97} <= set(config.quantiles())
     tuned = {"chat": policy.tuned(quantile=0.42)}
     assert 0.42 in config.quantiles(tuned) and 0.42 not in config.quantiles()
+    # ... and the one its activation rule reads: P(demand > 0) > 0.33 is the 0.67 quantile.
+    waking = {"chat": policy.tuned(activation_probability=0.33)}
+    assert 0.67 in config.quantiles(waking) and 0.67 not in config.quantiles()
 
 
 def test_unset_policy_settings_take_the_defaults() -> None:
