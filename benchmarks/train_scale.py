@@ -310,17 +310,18 @@ def main() -> None:
         files = prepare(args.data_dir, Path(tmp))
         base = {name: pd.read_csv(path) for name, path in files.items()}
     load_before = os.getloadavg()[0]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     runs = []
     for n in sizes:
         runs.append(run(base, n, args.days))
         r = runs[-1]
         print(f"N={n}: {r['wall_time_s']:.1f} s, peak {r['peak_total_bytes'] / MIB:,.0f} MiB, "
               f"exit {r['exit_code']}", flush=True)  # fmt: skip
-    text = markdown(runs, (load_before, os.getloadavg()[0]))
+        # Written after every N: a run stopped at a large N keeps the smaller ones.
+        text = markdown(runs, (load_before, os.getloadavg()[0]))
+        args.out.with_suffix(".md").write_text(text)
+        args.out.with_suffix(".json").write_text(json.dumps({"runs": runs}, indent=2) + "\n")
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".md").write_text(text)
-    args.out.with_suffix(".json").write_text(json.dumps({"runs": runs}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
