@@ -368,6 +368,7 @@ def refresh(n: int, ticks: int = 5) -> dict[str, Any]:
         t0 = time.perf_counter()
         snapshot = refresher.tick(later.to_pydatetime())
         times.append(time.perf_counter() - t0)
+    rss_mib = rss_bytes(os.getpid()) / MIB  # with the planning child, before it stops
     refresher.close()
     fresh = sum(snapshot.status(w).fresh for w in snapshot.workloads)
     return {
@@ -375,6 +376,7 @@ def refresh(n: int, ticks: int = 5) -> dict[str, Any]:
         "median_s": statistics.median(times),
         "max_s": max(times),
         "fresh": fresh,
+        "rss_mib": rss_mib,
     }
 
 
@@ -420,6 +422,9 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each load scenario")
     parser.add_argument("--out", type=Path, default=None, help="the Markdown file to write")
+    parser.add_argument(
+        "--refresh-only", action="store_true", help="time the refresh cycle, no load scenarios"
+    )
     args = parser.parse_args()
     out = args.out or results_path(args.workloads)
     refresh_s = refresh_target(args.workloads)
@@ -427,15 +432,18 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     # Each scenario runs several times on a fresh server: the run with the median p99 is
     # shown, and the worst p99 beside it, so one lucky or unlucky run does not decide.
-    idle_runs = [latency(args.workloads, args.duration) for _ in range(args.repeats)]
-    busy_runs = [
-        latency(args.workloads, args.refresh_duration, refresh_every=15.0)
-        for _ in range(args.repeats)
-    ]
-    load, busy = _median_run(idle_runs), _median_run(busy_runs)
+    scenarios: list[tuple[str, list[dict[str, Any]]]] = []
+    if not args.refresh_only:
+        idle_runs = [latency(args.workloads, args.duration) for _ in range(args.repeats)]
+        busy_runs = [
+            latency(args.workloads, args.refresh_duration, refresh_every=15.0)
+            for _ in range(args.repeats)
+        ]
+        scenarios = [("", idle_runs), (", refreshing", busy_runs)]
     cycle = refresh(args.workloads)
     rows = []
-    for label, result, runs in (("", load, idle_runs), (", refreshing", busy, busy_runs)):
+    for label, runs in scenarios:
+        result = _median_run(runs)
         worst = max(r["p99_ms"] for r in runs)
         rows += [
             (f"metric p50 latency{label}", f"{result['p50_ms']:.2f} ms", "", ""),
@@ -479,6 +487,7 @@ def main() -> None:
             "",
             "",
         ),
+        ("refreshing process memory after the ticks", f"{cycle['rss_mib']:,.0f} MiB", "", ""),
     ]
     header = ("measure", "value", "target", "met")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
@@ -492,13 +501,42 @@ def main() -> None:
     load_after = os.getloadavg()[0]
     flags = "" if args.workloads == 1000 else f" --workloads {args.workloads}"
     flags += "" if args.repeats == 3 else f" --repeats {args.repeats}"
+    flags += " --refresh-only" if args.refresh_only else ""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
         "# Serving latency and refresh cycle\n\n"
         f"Machine: {cores} cores, shared by the server and the load generator (and by other "
         f"jobs: 1-minute load average {load_before:.2f} before the run, {load_after:.2f} "
         "after it, the benchmark's own load included).\n\n"
-        f"Load: {load['tool']}, {CONNECTIONS} connections, on "
+        + (
+            _load_text(args, scenarios[0][1])
+            if scenarios
+            else "Load: not run (`--refresh-only`).\n\n"
+        )
+        + f"Refresh: {args.workloads} workloads at a {STEP} s step, one new point each per tick "
+        "from an in-memory source (batched fetch: at most `fetch_workers` = 4 source calls "
+        "per tick), one batched plan with a last-value `PrewarmModel` in the planning child "
+        "process (history sent over, plan sent back), 5 ticks after the first; its memory is "
+        "the resident memory of the benchmark process (which also holds the in-memory source) "
+        "and of the planning child.\n\n"
+        f"{table}\n\n"
+        f"Workloads fresh after the last refresh: {cycle['fresh']} of {args.workloads}.\n\n"
+        + (
+            _reading(scenarios[1][1]) + "\nServer memory: resident memory of the server "
+            "process and its planning child, read from /proc at the end of the median run's "
+            "load.\n\n"
+            if scenarios
+            else ""
+        )
+        + f"Reproduce: `python benchmarks/serving_latency.py{flags}`.\n"
+    )
+    print(f"\nwritten to {out}")
+
+
+def _load_text(args: argparse.Namespace, idle_runs: list[dict[str, Any]]) -> str:
+    """How the load scenarios ran."""
+    return (
+        f"Load: {idle_runs[0]['tool']}, {CONNECTIONS} connections, on "
         "`GET /apis/external.metrics.k8s.io/v1beta1/namespaces/default/"
         "prewarm_desired_replicas?labelSelector=workload%3Dw0001` of a server holding "
         f"{args.workloads} workloads, each scenario {args.repeats} times on a fresh server "
@@ -509,19 +547,7 @@ def main() -> None:
         "every workload and the refresher plans all of them every 15 s (fetch and snapshot "
         "in a worker thread of the server process, the plan in its child process, as "
         "`prewarm serve` runs it).\n\n"
-        f"Refresh: {args.workloads} workloads at a {STEP} s step, one new point each per tick "
-        "from an in-memory source (batched fetch: at most `fetch_workers` = 4 source calls "
-        "per tick), one batched plan with a last-value `PrewarmModel` in the planning child "
-        "process (history sent over, plan sent back), 5 ticks after the first.\n\n"
-        f"{table}\n\n"
-        f"Workloads fresh after the last refresh: {cycle['fresh']} of {args.workloads}.\n\n"
-        + _reading(busy_runs)
-        + "\n"
-        "Server memory: resident memory of the server process and its planning child, read "
-        "from /proc at the end of the median run's load.\n\n"
-        f"Reproduce: `python benchmarks/serving_latency.py{flags}`.\n"
     )
-    print(f"\nwritten to {out}")
 
 
 if __name__ == "__main__":
