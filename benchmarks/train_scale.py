@@ -16,7 +16,7 @@ stage     what it covers
 ========  =====================================================================
 pull      reading the files (``training.pipeline.pull_workloads``)
 validate  the history checks (``check_history`` / ``check_each``)
-features  every feature matrix built, in the fit and in the scoring
+features  every feature matrix built: the fit's, the scoring's, the logged plan's
 fit       the model's fit besides its features (the LightGBM boosters, calibration)
 score     forecasting the gate window and the scores besides features and backtest
 backtest  the gate's backtest: the simulated cluster and each policy's sweep
@@ -26,7 +26,8 @@ other     the rest: start-up, config, fingerprint, MLflow store, promotion
 ========  =====================================================================
 
 A nested stage's time and memory are its own, not its caller's (features inside fit count as
-features). Writes ``benchmarks/results/train_scale.{md,json}``.
+features): the features row's peak is the highest of its calls, the last of which runs while
+MLflow logging holds its own memory. Writes ``benchmarks/results/train_scale.{md,json}``.
 
     python benchmarks/train_scale.py --workloads 10,100,300 [--days 30] [DATA_DIR]
 """
