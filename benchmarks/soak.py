@@ -48,6 +48,7 @@ from benchmarks.serving_latency import (  # noqa: E402
     free_port,
     metric_url,
     names,
+    rss_bytes,
     wait_ready,
 )
 
@@ -127,25 +128,6 @@ def serve(port: int, n: int, epoch: float, every: float, duration: float, log_pa
     config = dataclasses.replace(config, serving=serving)
     app = create_app(settings, ServingComponents(config, lambda: source, OneVersion(planner)))
     uvicorn.Server(uvicorn_config(app, settings)).run()
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident memory of ``pid`` and its child processes (the planning process)."""
-    total = 0
-    pending = [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            with open(f"/proc/{current}/status") as status:
-                for line in status:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-            for task in os.listdir(f"/proc/{current}/task"):
-                with open(f"/proc/{current}/task/{task}/children") as children:
-                    pending += [int(c) for c in children.read().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return total
 
 
 CONNECTIONS = 32

@@ -9,7 +9,7 @@ hour and one of 10,000 share one model.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -236,15 +236,17 @@ def build_features(
 
     scale = trailing_scale(stats, _cells(config.scale_window, step), origin, lower, upper)
     codes = np.arange(len(panel.names)) if series_codes is None else np.asarray(series_codes)
-    columns: list[np.ndarray] = [codes[series].astype(float), h.astype(float), np.log1p(scale)]
-    columns += [take(stats.values, origin - lag, lower, upper) / scale for lag in config.lags]
+    names = feature_names(config, step, list(panel.covariates))
+    columns = _Columns(len(o), len(names))
+    columns.extend([codes[series].astype(float), h.astype(float), np.log1p(scale)])
+    columns.extend(take(stats.values, origin - lag, lower, upper) / scale for lag in config.lags)
     windows = _windows(config, step)
     for window in windows:
         width = _cells(window, step, minimum=2)
-        columns += [
+        columns.extend(
             getattr(stats, stat)(origin, width, lower, upper) / scale
             for stat in config.window_stats
-        ]
+        )
     level_cells = _cells(windows[0], step, minimum=2) if windows else 2
     level = stats.mean(origin, level_cells, lower, upper)
     k = config.seasonal_smoothing
@@ -255,29 +257,51 @@ def build_features(
         past[target - cells + k > origin] = np.nan
         then = stats.mean(origin - cells, level_cells, lower, upper)
         ratio = np.where(then > MIN_SCALE, level / np.where(then > MIN_SCALE, then, 1.0), np.nan)
-        columns += [past / scale, past * ratio / scale]
+        columns.extend([past / scale, past * ratio / scale])
     seconds = panel.starts[series] + (o + h) * step
-    columns += _calendar(seconds, config.calendar)
+    columns.extend(_calendar(seconds, config.calendar))
     for cov in panel.covariates.values():
         flat = np.concatenate(cov)
-        columns += [take(flat, origin - lag, lower, upper) for lag in config.covariate_lags]
+        columns.extend(take(flat, origin - lag, lower, upper) for lag in config.covariate_lags)
     for name in _event_names(config):
         flag = np.zeros(len(o))
         for event in config.events:
             if event.name == name:
                 start, end = event.bounds()
                 flag[(seconds >= start) & (seconds < end)] = 1.0
-        columns.append(flag)
-    names = feature_names(config, step, list(panel.covariates))
-    X = np.column_stack(columns) if len(o) else np.empty((0, len(names)))
+        columns.extend([flag])
     return FeatureMatrix(
-        X=X.astype(np.float32),
+        X=columns.matrix(),
         names=tuple(names),
         series=series,
         origin=o,
         horizon=h,
         scale=scale,
     )
+
+
+class _Columns:
+    """The feature matrix, written one float32 column at a time.
+
+    Each column is computed in float64 and rounded to float32 as it is stored, as stacking
+    every float64 column and converting the stack would round it, so the matrix is the same;
+    but only the columns being computed are ever held in float64, not all of them beside
+    their stacked copy (about five times the matrix's own size at the peak).
+    """
+
+    def __init__(self, rows: int, width: int) -> None:
+        self.X = np.empty((rows, width), dtype=np.float32)
+        self.filled = 0
+
+    def extend(self, columns: Iterable[np.ndarray]) -> None:
+        for column in columns:
+            self.X[:, self.filled] = column
+            self.filled += 1
+
+    def matrix(self) -> np.ndarray:
+        if self.filled != self.X.shape[1]:  # an unwritten column would hold garbage
+            raise RuntimeError(f"{self.filled} feature columns built for {self.X.shape[1]} names")
+        return self.X
 
 
 def _calendar(seconds: np.ndarray, names: Sequence[str]) -> list[np.ndarray]:
