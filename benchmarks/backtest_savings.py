@@ -32,7 +32,7 @@ if __name__ == "__main__" and not __package__:
     # Run as a script: make the repository root importable for `benchmarks.traces`.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.traces import TRACES
+from benchmarks.traces import TRACES, chosen_traces
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.backtest.tuning import VALIDATION, safest
 from forecaster.frame import infer_step, regularize
@@ -329,13 +329,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="Traces run in parallel.")
     parser.add_argument("--out", type=Path, default=RESULTS, help="Where results are written.")
     args = parser.parse_args()
-    names = list(loaders(args.data))
-    if args.traces:
-        wanted = [n.strip() for n in args.traces.split(",") if n.strip()]
-        unknown = sorted(set(wanted) - set(names))
-        if unknown:
-            parser.error(f"unknown traces {unknown}; valid: {', '.join(names)}")
-        names = wanted
+    names = chosen_traces(parser, list(loaders(args.data)), args.traces)
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = {n: pool.submit(run, n, args.data, args.model) for n in names}
         rows = {n: f.result() for n, f in futures.items()}

@@ -38,7 +38,7 @@ if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.backtest_savings import DATA, RESULTS, backtest_settings, loaders, workload
-from benchmarks.traces import TRACES
+from benchmarks.traces import TRACES, chosen_traces
 from forecaster.backtest.run import BacktestSettings, backtest, lead_forecast, lead_horizons
 from forecaster.backtest.tuning import VALIDATION, safest
 from forecaster.duration import parse_duration
@@ -456,14 +456,7 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpa
         parser.error("--cold-starts and --policies must name at least one each")
     if "reactive" not in args.policies:
         parser.error("--policies must include reactive: the savings are against it")
-    names = [t.name for t in TRACES]
-    if args.traces:
-        wanted = [n.strip() for n in args.traces.split(",") if n.strip()]
-        unknown = sorted(set(wanted) - set(names))
-        if unknown:
-            parser.error(f"unknown traces {unknown}; valid: {', '.join(names)}")
-        names = wanted
-    args.names = names
+    args.names = chosen_traces(parser, [t.name for t in TRACES], args.traces)
     return args
 
 

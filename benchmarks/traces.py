@@ -7,6 +7,8 @@ a training config.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -27,3 +29,17 @@ TRACES = (
     Trace("azure_vm_cpu_5min_relative", "azure_vm_cpu_5min_relative.csv", "azure-vm", "cpu_usage"),
     Trace("google_cluster_cpu_5min", "google_cluster_cpu_5min.csv", "google-cpu"),
 )
+
+
+def chosen_traces(
+    parser: argparse.ArgumentParser, names: Sequence[str], subset: str | None
+) -> list[str]:
+    """``names``, or the comma-separated ``subset`` of them (``--traces``); an unknown name
+    is a usage error listing the valid ones."""
+    if not subset:
+        return list(names)
+    wanted = [n.strip() for n in subset.split(",") if n.strip()]
+    unknown = sorted(set(wanted) - set(names))
+    if unknown:
+        parser.error(f"unknown traces {unknown}; valid: {', '.join(names)}")
+    return wanted
