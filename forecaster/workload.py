@@ -429,15 +429,19 @@ class WorkloadPolicy:
         return replace(self, **settings)  # type: ignore[arg-type]  # names checked above
 
     def settings(self) -> dict[str, float]:
-        """The resolved tuned settings, as the backtest's ``hybrid`` policy takes them."""
-        return {
+        """The resolved tuned settings, as the backtest's ``hybrid`` policy takes them: the
+        activation probability only with ``min_replicas`` 0, the one floor where it acts and
+        hybrid's sweep tunes it."""
+        settings = {
             "quantile": self.tau,
             "forecast_utilization": self.forecast_u,
             "target_utilization": self.reactive_u,
             "tolerance": self.tolerance,
             "buffer_quantile": self.buffer_quantile,
-            "activation_probability": self.activation_p,
         }
+        if self.spec.min_replicas == 0:
+            settings["activation_probability"] = self.activation_p
+        return settings
 
     # -- serialization -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -48,17 +48,14 @@ def reactive_policy(
 
 
 def hybrid_policy(policy: WorkloadPolicy, behavior: HPABehavior = DEFAULT_BEHAVIOR) -> HybridPolicy:
-    """The backtest's ``hybrid`` policy for ``policy``: the HPA on the forecast and the demand."""
+    """The backtest's ``hybrid`` policy for ``policy``: the HPA on the forecast and the demand,
+    at the settings the backtest tunes (:meth:`WorkloadPolicy.settings`) and with the learned
+    warm buffer."""
     return HybridPolicy(
-        quantile=policy.tau,
-        target_utilization=policy.reactive_u,
-        forecast_utilization=policy.forecast_u,
+        **policy.settings(),
         hold=policy.hold,
         behavior=behavior,
-        tolerance=policy.tolerance,
-        buffer_quantile=policy.buffer_quantile,
         buffer=(policy.buffer, policy.buffer_level) if policy.buffer else None,
-        activation_probability=policy.activation_p,
     )
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -25,9 +26,12 @@ def test_defaults_resolve_to_the_spec():
         "target_utilization": 0.8,
         "tolerance": 0.1,
         "buffer_quantile": 0.0,
-        "activation_probability": 0.01,  # 1 - the planned quantile: the old activation rule
     }
     assert policy.tuned(quantile=0.5, tolerance=0.0).settings()["quantile"] == 0.5
+    # Only a workload that can sleep has an activation rule to tune and serve.
+    sleeping = WorkloadPolicy(replace(SPEC, min_replicas=0))
+    # 1 - the planned quantile: the old activation rule
+    assert sleeping.settings()["activation_probability"] == pytest.approx(0.01)
 
 
 def test_differences_name_each_field_and_both_values():
