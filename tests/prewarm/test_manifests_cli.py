@@ -134,18 +134,7 @@ def test_the_champions_registered_policies_win_over_the_config(
 
 
 def test_keda_scaled_objects_carry_the_same_numbers(config: Path, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    result = _run(
-        "--config",
-        str(config),
-        "--out",
-        str(out),
-        "--kind",
-        "keda",
-        "--tracking-uri",
-        f"sqlite:///{tmp_path / 'absent.db'}",
-    )
-    assert result.exit_code == 0, result.output
+    out = _render(tmp_path / "out", config, tmp_path, "--kind", "keda")
     scaled = _load(out / "chat.scaledobject.yaml")
     forecast, demand = scaled["spec"]["triggers"]
     assert forecast["metadata"]["valueLocation"] == "forecastDemand"
@@ -162,18 +151,18 @@ def test_keda_scaled_objects_carry_the_same_numbers(config: Path, tmp_path: Path
     )
 
 
-def _load_hpa(config: Path, tmp_path: Path) -> dict[str, Any]:
-    out = tmp_path / "hpa"
+def _render(out: Path, config: Path, tmp_path: Path, *args: str) -> Path:
+    """``prewarm manifests`` of ``config`` into ``out`` without a champion; must succeed."""
     result = _run(
-        "--config",
-        str(config),
-        "--out",
-        str(out),
-        "--tracking-uri",
-        f"sqlite:///{tmp_path / 'absent.db'}",
-    )
+        "--config", str(config), "--out", str(out), *args,
+        "--tracking-uri", f"sqlite:///{tmp_path / 'absent.db'}",
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
-    return _load(out / "chat.hpa.yaml")
+    return out
+
+
+def _load_hpa(config: Path, tmp_path: Path) -> dict[str, Any]:
+    return _load(_render(tmp_path / "hpa", config, tmp_path) / "chat.hpa.yaml")
 
 
 def test_keda_needs_a_prometheus_source(tmp_path: Path) -> None:
@@ -240,18 +229,7 @@ def test_a_measured_workload_renders_its_registered_values(tmp_path: Path) -> No
 def test_a_workload_that_scales_to_zero_wakes_by_the_push_trigger(tmp_path: Path) -> None:
     path = tmp_path / "prewarm.yaml"
     path.write_text(CONFIG.replace("max_replicas: 8}", "max_replicas: 8, min_replicas: 0}"))
-    out = tmp_path / "out"
-    result = _run(
-        "--config",
-        str(path),
-        "--out",
-        str(out),
-        "--kind",
-        "keda",
-        "--tracking-uri",
-        f"sqlite:///{tmp_path / 'absent.db'}",
-    )
-    assert result.exit_code == 0, result.output
+    out = _render(tmp_path / "out", path, tmp_path, "--kind", "keda")
     batch = _load(out / "batch.scaledobject.yaml")["spec"]
     # The activation phase the backtest simulated: KEDA's polling and cooldown, and the
     # external-push trigger whose StreamIsActive follows the registered activation rule.
