@@ -3,7 +3,10 @@
 ``desired(t) = clamp(ceil(max_{h in [L, L+hold]} Q_tau(t+h) / (c * u)), min, max)`` where ``L``
 is the lead time (cold start plus decision delay), ``c`` the capacity of one replica, ``u`` the
 target utilization and ``tau`` the workload's quantile, both the forecast path's settings of
-the workload's :class:`~forecaster.workload.WorkloadPolicy`. The live service and the pyfunc
+the workload's :class:`~forecaster.workload.WorkloadPolicy`. A model with a window target forecasts
+the ``tau``-quantile of the window's maximum directly, and the plan sizes for it instead of the
+maximum of per-horizon quantiles where the window is the workload's
+(:func:`~forecaster.models.base.lead_window_forecast`). The live service and the pyfunc
 model plan with :func:`plan_capacity`; the backtester's predictive policies use the same
 :func:`desired_replicas`.
 """
@@ -18,7 +21,7 @@ import pandas as pd
 
 from forecaster.buffer import buffer_rate
 from forecaster.exceptions import ConfigError, DataValidationError, PlanError
-from forecaster.models.base import BaseForecaster, quantile_column
+from forecaster.models.base import BaseForecaster, lead_window_forecast, quantile_column
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
 
 PLAN_COLUMNS = (
@@ -194,7 +197,9 @@ def plan_capacity(
         earliest horizon at which the planned quantile reaches its maximum),
         ``buffer_demand`` (the warm buffer's ask, NaN without one; ``forecast_demand`` is
         the larger of it and the forecast) and one column per model quantile (``q0.5``...):
-        its largest forecast over the same lead window.
+        its largest forecast over the same lead window (the window target's forecast where
+        the model has one for that window; ``peak_horizon_seconds`` still reads the
+        per-horizon forecasts).
     """
     policies = {
         name: item
@@ -267,6 +272,14 @@ def plan_capacity(
         np.fmax.at(window_max, codes[rows], values[rows])
         at_max = picked == demand[codes[rows]]
         np.minimum.at(peak, codes[rows][at_max], horizon[rows][at_max])
+        spanned = model.predict_window(history)
+        if spanned is not None:  # the window target replaces the maxima where it fits
+            window = spanned.set_index(id_col).reindex(names)[present].to_numpy(dtype=float)
+            span = model.window_span
+            demand = lead_window_forecast(
+                demand, window[np.arange(n), column_of], span, first_h, last_h
+            )
+            window_max = lead_window_forecast(window_max, window, span, first_h, last_h)
     not_finite = ~np.isfinite(demand)
 
     # Refuse with the message of the first failing workload in name order, checked in the

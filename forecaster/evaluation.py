@@ -2,6 +2,12 @@
 
 The same code scores prewarm's models and any peer wrapped to the forecaster protocol, so a
 comparison table is like for like: same origins, same refits, same metrics.
+
+Given a window of horizons, it also scores what a capacity plan over that window sizes for
+(:func:`forecaster.models.base.lead_window_forecast`): a model's window target where it has one
+for that window, else the largest of its per-horizon quantiles, against the largest value
+that arrived in the window. Window coverage is the fraction of windows whose maximum stayed
+at or under that forecast.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from forecaster.metrics import (
     rmse,
     seasonal_naive_scale,
 )
-from forecaster.models.base import quantile_column
+from forecaster.models.base import lead_window_forecast, quantile_column
 from forecaster.splitting import Fold, origins
 
 Progress = Callable[[str, int, int], None]
@@ -92,6 +98,7 @@ class Evaluation:
     horizon_seconds: int
     missing: dict[str, dict[str, str]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    window: tuple[int, int] | None = None
 
 
 def evaluate(
@@ -104,6 +111,7 @@ def evaluate(
     quantiles: Sequence[float] = (0.5, 0.9),
     columns: Columns = DEFAULT_COLUMNS,
     progress: Progress | None = None,
+    window: tuple[int, int] | None = None,
 ) -> Evaluation:
     """Walk every model forward over the splitter's blocks and score it.
 
@@ -127,6 +135,10 @@ def evaluate(
         Quantile columns to score; every model must produce them.
     progress
         Called as ``progress(model, blocks_done, blocks_total)``.
+    window
+        First and last horizon (cells) of a plan's window, each forecast by every model:
+        adds ``window_pinball_<q>`` and ``window_coverage_<q>`` to the scores, over the
+        origins whose whole window lies within the data.
 
     Raises
     ------
@@ -144,7 +156,7 @@ def evaluate(
     rows, scored, missing, skipped = [], [], {}, {}
     for name, template in models.items():
         try:
-            forecasts, fit_seconds, predict_seconds = _walk(
+            forecasts, windows, fit_seconds, predict_seconds = _walk(
                 name, template, frame, blocks, columns.time_col, progress
             )
         except NotEnoughHistoryError as exc:  # too short for this model: score the others
@@ -157,6 +169,10 @@ def evaluate(
         scored.append(result)
         values, missing[name] = _score(result, quantiles, scales, columns.id_col)
         missing[name] |= scale_missing
+        if window is not None:
+            values |= _window_scores(
+                forecasts, windows, template, window, actual, quantiles, columns, times[-1]
+            )
         rows.append(
             values | {"model": name, "fit_seconds": fit_seconds, "predict_seconds": predict_seconds}
         )
@@ -174,6 +190,7 @@ def evaluate(
         horizon_seconds=splitter.horizon * step,
         missing=missing,
         skipped=skipped,
+        window=window,
     )
 
 
@@ -184,11 +201,12 @@ def _walk(
     blocks: Sequence[tuple[pd.DatetimeIndex, pd.DatetimeIndex]],
     time_col: str,
     progress: Progress | None,
-) -> tuple[pd.DataFrame, float, float]:
-    """Every block's forecasts of one model, and the seconds spent fitting and predicting.
+) -> tuple[pd.DataFrame, pd.DataFrame | None, float, float]:
+    """Every block's forecasts of one model, its window forecasts (None without a window
+    target), and the seconds spent fitting and predicting.
 
     Each block is (the times it is fitted on, its origins)."""
-    forecasts, fit_seconds, predict_seconds = [], 0.0, 0.0
+    forecasts, windows, fit_seconds, predict_seconds = [], [], 0.0, 0.0
     for done, (train, block_origins) in enumerate(blocks):
         model = clone(template) if hasattr(template, "get_params") else template
         started = time.perf_counter()
@@ -196,10 +214,54 @@ def _walk(
         fit_seconds += time.perf_counter() - started
         started = time.perf_counter()
         forecasts.append(model.predict(frame, origins=block_origins))
+        # Peers have per-horizon forecasts only: their plan is the largest of those.
+        if getattr(model, "window_span", None) is not None:
+            windows.append(model.predict_window(frame, origins=block_origins))
         predict_seconds += time.perf_counter() - started
         if progress is not None:
             progress(name, done + 1, len(blocks))
-    return pd.concat(forecasts, ignore_index=True), fit_seconds, predict_seconds
+    spanned = pd.concat(windows, ignore_index=True) if windows else None
+    return pd.concat(forecasts, ignore_index=True), spanned, fit_seconds, predict_seconds
+
+
+def _window_scores(
+    forecasts: pd.DataFrame,
+    windows: pd.DataFrame | None,
+    model: Forecaster,
+    window: tuple[int, int],
+    actual: pd.Series,
+    quantiles: Sequence[float],
+    columns: Columns,
+    end: pd.Timestamp,
+) -> dict[str, float]:
+    """Pinball loss and coverage of the plan's forecast of each window's maximum."""
+    first, last = window
+    levels = [quantile_column(q) for q in quantiles]
+    inside = forecasts[forecasts["horizon"].between(first, last)]
+    keys = pd.MultiIndex.from_arrays([inside[columns.id_col], inside["target_time"]])
+    inside = inside.assign(actual=actual.reindex(keys).to_numpy())
+    grouped = inside.groupby([columns.id_col, "origin"])
+    largest = grouped[levels].max()
+    observed = grouped["actual"].max()
+    # Scored where every horizon of the window was forecast and the window ends in the data.
+    complete = (grouped["horizon"].nunique() == last - first + 1) & (
+        grouped["target_time"].max() <= end
+    )
+    predicted = largest.to_numpy(dtype=float)
+    if windows is not None:
+        spanned = windows.set_index([columns.id_col, "origin"])[levels].reindex(largest.index)
+        span = getattr(model, "window_span", None)
+        predicted = lead_window_forecast(predicted, spanned.to_numpy(dtype=float), span, *window)
+    y = observed.to_numpy(dtype=float)
+    keep = complete.to_numpy() & np.isfinite(y)
+    out = {}
+    for j, q in enumerate(quantiles):
+        scored = keep & np.isfinite(predicted[:, j])
+        out[f"window_pinball_{q:g}"] = (
+            pinball_loss(y[scored], predicted[scored, j], q) if scored.any() else float("nan")
+        )
+        out[f"window_coverage_{q:g}"] = coverage(y[scored], predicted[scored, j])
+    return out
 
 
 def _mase_scales(

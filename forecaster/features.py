@@ -10,7 +10,7 @@ hour and one of 10,000 share one model.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -324,3 +324,55 @@ def target_values(panel: Panel, matrix: FeatureMatrix) -> np.ndarray:
         rows = matrix.series == s
         out[rows] = take(panel.values[s], matrix.origin[rows] + matrix.horizon[rows])
     return out
+
+
+def window_target(
+    values: np.ndarray | WindowStats,
+    origins: np.ndarray,
+    first: int,
+    last: int,
+    upper: np.ndarray | int | None = None,
+) -> np.ndarray:
+    """Largest observed value over cells ``origin + first .. origin + last`` of each origin:
+    what a plan over that window must cover. NaN where the window runs past the series'
+    data (cell ``upper``, default the end of ``values``) or holds no observation.
+
+    >>> window_target(np.array([1.0, 5.0, 2.0, np.nan, 3.0]), np.array([0, 1, 2]), 1, 2).tolist()
+    [5.0, 2.0, 3.0]
+    """
+    stats = values if isinstance(values, WindowStats) else WindowStats(values)
+    origins = np.asarray(origins, dtype=np.int64)
+    return stats.max(origins + last, last - first + 1, origins + first, upper)
+
+
+def window_targets(panel: Panel, matrix: FeatureMatrix, first: int, last: int) -> np.ndarray:
+    """:func:`window_target` of every row's series and origin (``matrix.horizon`` unused)."""
+    out = np.full(len(matrix.origin), np.nan)
+    for s in range(len(panel.names)):
+        rows = matrix.series == s
+        out[rows] = window_target(panel.values[s], matrix.origin[rows], first, last)
+    return out
+
+
+def with_seasonal_windows(
+    panel: Panel, matrix: FeatureMatrix, first: int, last: int, config: FeatureConfig
+) -> FeatureMatrix:
+    """``matrix`` with, per seasonal lag, the largest value over the same window one season
+    earlier (cells ``origin - season + first .. origin - season + last``), divided by the
+    scale: the seasonal naive forecast of a window's maximum. NaN where that window reaches
+    past the origin (a season shorter than the window) or before the series' start."""
+    columns, names = [], []
+    for season in config.seasonal_lags:
+        cells = _cells(season, panel.step)
+        column = np.full(len(matrix.origin), np.nan)
+        if last <= cells:
+            for s in range(len(panel.names)):
+                rows = np.flatnonzero((matrix.series == s) & (matrix.origin - cells + first >= 0))
+                past = matrix.origin[rows] - cells
+                column[rows] = window_target(panel.values[s], past, first, last)
+        columns.append(column / matrix.scale)
+        names.append(f"seasonal_{season}_window_max")
+    if not columns:
+        return matrix
+    X = np.hstack([matrix.X, np.column_stack(columns).astype(np.float32)])
+    return replace(matrix, X=X, names=(*matrix.names, *names))

@@ -26,14 +26,24 @@ TABLE_COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("rel\nq0.5", ("relative_pinball", "0.5"), ".3f"),
     ("rel\nq0.9", ("relative_pinball", "0.9"), ".3f"),
     ("cov\nq0.9", ("coverage", "0.9"), ".3f"),
+    ("window\npinball\nq0.9", ("window_pinball", "0.9"), ".4g"),
+    ("window\ncov\nq0.9", ("window_coverage", "0.9"), ".3f"),
     ("seconds", ("seconds",), ".1f"),
 )
-PER_QUANTILE = ("pinball", "relative_pinball", "coverage")
+PER_QUANTILE = ("pinball", "relative_pinball", "coverage", "window_pinball", "window_coverage")
+DEFAULT_HOLD_SECONDS = 600
 
 
 def horizon_cells(horizon_seconds: int, step: int) -> int:
     """Horizon in grid cells: at least one, rounded up to a whole cell."""
     return max(1, math.ceil(horizon_seconds / step))
+
+
+def window_cells(horizon_seconds: int, hold_seconds: int, step: int) -> tuple[int, int]:
+    """First and last horizon (cells) of the window ``[t + horizon, t + horizon + hold]``
+    whose maximum a plan sizes for."""
+    first = horizon_cells(horizon_seconds, step)
+    return first, first + math.ceil(hold_seconds / step)
 
 
 def season_cells(step: int) -> int:
@@ -50,9 +60,14 @@ def run_evaluation(
     eval_days: float | None,
     refit_every: int,
     models: list[str] | None,
+    hold: int = DEFAULT_HOLD_SECONDS,
     callback: Any = None,
 ) -> dict[str, Any]:
     """Evaluate the named models on ``data``; return the JSON-ready report.
+
+    Every model forecasts each horizon of the window ``[t + horizon, t + horizon + hold]``:
+    the per-horizon scores are at ``horizon``, the window scores of the window's maximum
+    (:func:`forecaster.evaluation.evaluate`).
 
     ``eval_days=None`` scores the last 7 days, less on data shorter than 14 days (see
     :func:`prewarm.spans.scored_span`); the report's ``notes`` then say so.
@@ -64,13 +79,14 @@ def run_evaluation(
 
     history = load_history(data, step=step, value_col=value_col)
     cells = horizon_cells(horizon, history.step)
+    window = window_cells(horizon, hold, history.step)
     times = pd.DatetimeIndex(history.frame["timestamp"].unique()).sort_values()
     eval_cells, notes = evaluation_cells(len(times), history.step, cells, eval_days)
     refit_cells = max(1, round(refit_every / history.step))
     splitter = RollingOrigin(horizon=cells, eval_cells=eval_cells, refit_every=refit_cells)
     train, _ = next(splitter.split(len(times)))
     before = (times[train.stop - 1] - times[0]).total_seconds()
-    estimators, skipped = _models_for(models, cells, before)
+    estimators, skipped = _models_for(models, window, before)
     result = evaluate(
         history.frame,
         estimators,
@@ -79,12 +95,14 @@ def run_evaluation(
         season=season_cells(history.step),
         quantiles=DEFAULT_QUANTILES,
         progress=callback,
+        window=window,
     )
     end = result.end + pd.Timedelta(seconds=history.step)
     return {
         "data": {"path": str(data), "rows": history.rows, "step_seconds": history.step},
         "horizon_seconds": result.horizon_seconds,
         "horizon_cells": cells,
+        "window_cells": list(window),
         "evaluation": {
             "start": result.start.isoformat(),
             "end": end.isoformat(),
@@ -139,16 +157,17 @@ def evaluation_cells(
 
 
 def _models_for(
-    names: list[str] | None, cells: int, history_seconds: float
+    names: list[str] | None, window: tuple[int, int], history_seconds: float
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The named models (default: all) that can be scored after ``history_seconds`` of
-    history, and the reason each other one is skipped."""
+    """The named models (default: all), forecasting every horizon of ``window``, that can be
+    scored after ``history_seconds`` of history, and the reason each other one is skipped."""
     from forecaster.exceptions import NotEnoughHistoryError
     from forecaster.models import MODELS, make_model
 
     estimators, skipped = {}, {}
+    horizons = tuple(range(window[0], window[1] + 1))
     for name in names or list(MODELS):
-        model = make_model(name, horizons=(cells,), quantiles=DEFAULT_QUANTILES)
+        model = make_model(name, horizons=horizons, quantiles=DEFAULT_QUANTILES)
         reason = _season_shortfall(model.get_params().get("season"), history_seconds)
         if reason is None:
             estimators[name] = model
@@ -210,6 +229,13 @@ def table_spec(report: dict[str, Any]) -> TableSpec:
     models = report["models"]
     scored = [name for name, m in models.items() if m["pinball"]["0.9"] is not None]
     best = min(scored, key=lambda name: models[name]["pinball"]["0.9"], default=None)
+    first, last = report["window_cells"]
+    step = report["data"]["step_seconds"]
+    window_note = (
+        f"window: the largest demand over {duration_text(first * step)} .. "
+        f"{duration_text(last * step)} ahead (cells {first}..{last}) against what a plan sizes "
+        "for: the model's window target, else the largest of its per-horizon quantiles."
+    )
     return TableSpec(
         title=f"Forecasts {duration_text(report['horizon_seconds'])} ahead from "
         f"{evaluation['origins']} origins, " + span_text(evaluation["start"], evaluation["end"]),
@@ -219,7 +245,8 @@ def table_spec(report: dict[str, Any]) -> TableSpec:
             (name, [_cell(m, path, fmt) for _, path, fmt in TABLE_COLUMNS])
             for name, m in models.items()
         ],
-        notes=[f"{name} skipped: {reason}" for name, reason in report["skipped"].items()]
+        notes=[window_note]
+        + [f"{name} skipped: {reason}" for name, reason in report["skipped"].items()]
         + report["notes"],
         highlight=best,
     )
@@ -273,6 +300,13 @@ def _cell(entry: dict[str, Any], path: tuple[str, ...], fmt: str) -> Cell:
     show_default=True,
     help="Models are refitted this often on all data before.",
 )
+@click.option(
+    "--hold",
+    type=Duration(),
+    default=f"{DEFAULT_HOLD_SECONDS}s",
+    show_default=True,
+    help="Length of the window past --horizon whose maximum demand the window columns score.",
+)
 @click.option("--models", default=None, help="Comma-separated model names (default: all).")
 @click.option(
     "--json",
@@ -288,10 +322,16 @@ def evaluate(
     horizon: int,
     eval_days: float | None,
     refit_every: int,
+    hold: int,
     models: str | None,
     json_path: Path | None,
 ) -> None:
     """Rolling-origin evaluation of forecast models on DATA (CSV or Parquet).
+
+    Beside each horizon's scores, the window columns score what a capacity plan sizes for:
+    the demand's maximum over the --hold window after --horizon, against the model's window
+    forecast (a model with ``target: window``) or the largest of its per-horizon quantiles.
+    Window coverage is the fraction of windows whose maximum stayed under the forecast.
 
     A metric that cannot be computed on this data (MASE on less than a day of history) is
     shown as a dash with the reason below the table, and is null in the JSON with the reason
@@ -314,6 +354,7 @@ def evaluate(
             eval_days=eval_days,
             refit_every=refit_every,
             models=split_names(models),
+            hold=hold,
             callback=callback,
         )
     print_table(console(), table_spec(report))

@@ -173,6 +173,7 @@ def _forecasts(
     frame = history.frame
     times = pd.DatetimeIndex(frame["timestamp"].drop_duplicates().sort_values())
     predicted = forecaster.predict(frame, origins=times[context - 1 : -1])
+    spanned = forecaster.predict_window(frame, origins=times[context - 1 : -1])
     horizons = tuple(int(h) for h in forecaster.horizons)
     quantiles = tuple(float(q) for q in forecaster.quantiles)
     columns = [quantile_column(q) for q in quantiles]
@@ -182,7 +183,14 @@ def _forecasts(
         row = times.get_indexer(pd.DatetimeIndex(part["origin"]))
         column = np.searchsorted(horizons, part["horizon"].to_numpy())
         values[row, column, :] = part[columns].to_numpy(dtype=float)
-        out[str(name)] = QuantileForecast(values, horizons, quantiles)
+        window = None
+        if spanned is not None:  # the model's window target, served where it fits the window
+            own = spanned[spanned["series"] == name]
+            window = np.full((len(times), len(quantiles)), np.nan)
+            window[times.get_indexer(pd.DatetimeIndex(own["origin"])), :] = own[columns].to_numpy(
+                dtype=float
+            )
+        out[str(name)] = QuantileForecast(values, horizons, quantiles, window)
     return out
 
 

@@ -104,6 +104,7 @@ def walk_forward_forecast(
     quantiles = tuple(float(q) for q in quantiles)
     frame = pd.DataFrame({"series": series, "timestamp": times, "value": values})
     out = np.full((len(values), len(horizons), len(quantiles)), np.nan)
+    window: np.ndarray | None = None
     periods = list(splitter.split(len(values)))
     columns = [quantile_column(q) for q in quantiles]
     for done, (train, test) in enumerate(periods, start=1):
@@ -112,9 +113,21 @@ def walk_forward_forecast(
         served = origins(test)
         context = frame.iloc[train.start : served.stop]
         forecast = model.predict(context, origins=times[served.start : served.stop])
-        row = ((forecast["origin"] - times[0]) // (times[1] - times[0])).to_numpy(dtype=int)
-        column = np.searchsorted(horizons, forecast["horizon"].to_numpy())
-        out[row, column, :] = forecast[columns].to_numpy(dtype=float)
+        out[
+            _rows(forecast, times), np.searchsorted(horizons, forecast["horizon"].to_numpy()), :
+        ] = forecast[columns].to_numpy(dtype=float)
+        spanned = model.predict_window(context, origins=times[served.start : served.stop])
+        if spanned is not None:
+            window = np.full((len(values), len(quantiles)), np.nan) if window is None else window
+            window[_rows(spanned, times), :] = spanned[columns].to_numpy(dtype=float)
         if progress is not None:
             progress(done, len(periods))
-    return QuantileForecast(out, horizons, quantiles)
+    return QuantileForecast(out, horizons, quantiles, window)
+
+
+def _rows(forecast: pd.DataFrame, times: pd.DatetimeIndex) -> np.ndarray:
+    """Data index of each forecast row's origin on the grid ``times``."""
+    rows: np.ndarray = ((forecast["origin"] - times[0]) // (times[1] - times[0])).to_numpy(
+        dtype=int
+    )
+    return rows

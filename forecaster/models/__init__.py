@@ -1,7 +1,11 @@
 """The registry of forecast models: one name, one factory.
 
->>> sorted(MODELS)
-['ewma', 'hist-gbm', 'last-value', 'lightgbm', 'seasonal-naive-daily', 'seasonal-naive-weekly']
+``lightgbm-window`` is ``lightgbm`` with ``target="window"``: it also forecasts the quantiles
+of the largest demand over its window of horizons (:mod:`forecaster.models.base`).
+
+>>> sorted(MODELS)  # doctest: +NORMALIZE_WHITESPACE
+['ewma', 'hist-gbm', 'last-value', 'lightgbm', 'lightgbm-window', 'seasonal-naive-daily',
+ 'seasonal-naive-weekly']
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ MODELS: dict[str, Callable[..., BaseForecaster]] = {
     "seasonal-naive-daily": partial(SeasonalNaive, season="1d"),
     "seasonal-naive-weekly": partial(SeasonalNaive, season="7d"),
     "lightgbm": partial(QuantileGradientBoosting, engine="lightgbm"),
+    "lightgbm-window": partial(QuantileGradientBoosting, engine="lightgbm", target="window"),
     "hist-gbm": partial(QuantileGradientBoosting, engine="hist-gbm"),
 }
 

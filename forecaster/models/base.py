@@ -5,6 +5,13 @@ from every origin of it; ``predict`` takes a long frame and forecast origins and
 frame of quantile forecasts, one row per (series, origin, target time). Forecasts issued at an
 origin use cells at or before that origin only, so the frame handed to ``predict`` may extend
 past the origins (walk-forward evaluation relies on it).
+
+A model declared with ``target="window"`` also forecasts, directly, the quantiles of the
+largest value over its whole window of horizons, cells ``origin + min(horizons) .. origin +
+max(horizons)`` (:meth:`BaseForecaster.predict_window`): what a capacity plan over the lead
+window ``[t + L, t + L + hold]`` must cover. The largest of the per-horizon quantiles is not
+that quantile (a burst that may come at any of several cells is likelier than at any one), and
+:func:`lead_window_forecast` is the one rule that picks between the two.
 """
 
 from __future__ import annotations
@@ -22,6 +29,37 @@ from forecaster.frame import Columns, infer_step, validate_frame
 from forecaster.panel import NS, Panel
 
 Origins = pd.DatetimeIndex | list[pd.Timestamp] | None
+# What a model learns: each horizon's value (the default) or, beside it, the window's maximum.
+TARGETS = ("horizon", "window")
+
+
+def lead_window_forecast(
+    horizon_max: np.ndarray,
+    window: np.ndarray | None,
+    span: tuple[int, int] | None,
+    first: np.ndarray | int,
+    last: np.ndarray | int,
+) -> np.ndarray:
+    """The forecast a plan over horizons ``first..last`` sizes for: the model's window
+    forecast where it has one for exactly that window, else the largest of the per-horizon
+    quantiles (``horizon_max``).
+
+    Every planner (the backtest's forecast policies, the live plan, the shadow replay) goes
+    through this rule. ``first`` and ``last`` may be arrays (a window per row of
+    ``horizon_max``); ``window`` has the shape of ``horizon_max`` and covers ``span``.
+
+    >>> lead_window_forecast(np.array([5.0, 6.0]), np.array([7.0, 8.0]), (2, 4), 2, 4).tolist()
+    [7.0, 8.0]
+    >>> lead_window_forecast(np.array([5.0, 6.0]), np.array([7.0, 8.0]), (2, 4), 2, 3).tolist()
+    [5.0, 6.0]
+    """
+    if window is None or span is None:
+        return horizon_max
+    matches = (np.asarray(first) == span[0]) & (np.asarray(last) == span[1])
+    if matches.ndim and horizon_max.ndim > matches.ndim:
+        matches = matches.reshape(matches.shape + (1,) * (horizon_max.ndim - matches.ndim))
+    result: np.ndarray = np.where(matches, window, horizon_max)
+    return result
 
 
 def quantile_column(q: float) -> str:
@@ -38,6 +76,7 @@ class BaseForecaster(BaseEstimator):
 
     horizons: Sequence[int]
     quantiles: Sequence[float]
+    target: str = "horizon"
 
     def fit(
         self,
@@ -79,22 +118,52 @@ class BaseForecaster(BaseEstimator):
             Columns: the id column, ``origin``, ``target_time``, ``horizon`` (cells) and one
             ``q<level>`` column per quantile, monotone in the level and never negative.
         """
-        check_is_fitted(self, "step_")
-        columns = self.columns_
-        clean = validate_frame(
-            frame, columns=columns, covariates=self.covariates_, min_rows=1, allow_missing=True
-        )
-        panel = Panel.from_frame(clean, self.step_, columns=columns, covariates=self.covariates_)
-        cells = self._origin_cells(panel, origins)
+        panel, cells = self._forecast_panel(frame, origins)
         values = self._predict_panel(panel, cells)
         values = np.sort(np.clip(values, 0.0, None), axis=1)
         return self._long_output(panel, cells, values)
+
+    @property
+    def window_span(self) -> tuple[int, int] | None:
+        """First and last horizon (cells) of the window target; None without one."""
+        if self.target != "window":
+            return None
+        return int(min(self.horizons)), int(max(self.horizons))
+
+    def predict_window(self, frame: pd.DataFrame, origins: Origins = None) -> pd.DataFrame | None:
+        """Quantile forecasts of the largest value over :attr:`window_span`, or None when
+        the model has no window target.
+
+        Takes what :meth:`predict` takes. Returns the id column, ``origin`` and one
+        ``q<level>`` column per quantile, one row per (series, origin), monotone in the level
+        and never negative.
+        """
+        check_is_fitted(self, "step_")
+        if self.window_span is None:
+            return None
+        panel, cells = self._forecast_panel(frame, origins)
+        values = np.sort(np.clip(self._predict_window_panel(panel, cells), 0.0, None), axis=1)
+        out: dict[str, Any] = {
+            self.columns_.id_col: np.concatenate(
+                [np.full(len(c), panel.names[s], dtype=object) for s, c in enumerate(cells)]
+            ),
+            "origin": pd.to_datetime(
+                np.concatenate([panel.times(s, c) for s, c in enumerate(cells)]), unit="s", utc=True
+            ),
+        }
+        for j, q in enumerate(self.quantiles):
+            out[quantile_column(q)] = values[:, j]
+        return pd.DataFrame(out)
 
     # -- hooks -------------------------------------------------------------------------------
     def _fit_panel(self, panel: Panel) -> None:
         raise NotImplementedError
 
     def _predict_panel(self, panel: Panel, origins: Sequence[np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _predict_window_panel(self, panel: Panel, origins: Sequence[np.ndarray]) -> np.ndarray:
+        """Window quantiles ``(origins, len(quantiles))``, ordered by series and origin."""
         raise NotImplementedError
 
     # -- shared helpers ----------------------------------------------------------------------
@@ -111,6 +180,20 @@ class BaseForecaster(BaseEstimator):
             raise ConfigError(f"`quantiles` must lie in (0, 1), got {self.quantiles!r}")
         if sorted(set(quantiles)) != quantiles:
             raise ConfigError(f"`quantiles` must be sorted and unique, got {self.quantiles!r}")
+        if self.target not in TARGETS:
+            raise ConfigError(f"`target` must be one of {list(TARGETS)}, got {self.target!r}")
+
+    def _forecast_panel(
+        self, frame: pd.DataFrame, origins: Origins
+    ) -> tuple[Panel, list[np.ndarray]]:
+        """``frame`` checked and on the fitted grid, and the cells of ``origins`` per series."""
+        check_is_fitted(self, "step_")
+        columns = self.columns_
+        clean = validate_frame(
+            frame, columns=columns, covariates=self.covariates_, min_rows=1, allow_missing=True
+        )
+        panel = Panel.from_frame(clean, self.step_, columns=columns, covariates=self.covariates_)
+        return panel, self._origin_cells(panel, origins)
 
     def _codes(self, panel: Panel) -> list[int]:
         # Series unseen in fit get -1, which both boosting libraries read as "missing".

@@ -3,6 +3,11 @@
 Each baseline makes a point forecast and turns it into quantiles by adding the empirical
 quantiles of its own past errors at the same horizon, measured relative to the series' trailing
 mean so the band scales with the level. These are the forecasts any serious model must beat.
+
+With ``target="window"`` a baseline also forecasts the largest value over its window of
+horizons: the largest of its point forecasts over the window's cells (for seasonal naive, the
+largest value of the same window one season before) plus the empirical quantiles of that
+forecast's own past errors against the window's maximum.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.duration import parse_duration
-from forecaster.features import take, trailing_scale
+from forecaster.features import take, trailing_scale, window_target
 from forecaster.models.base import BaseForecaster
 from forecaster.panel import Panel
 
@@ -24,7 +29,11 @@ def forward_fill(values: np.ndarray) -> np.ndarray:
 
 
 class PointBaseline(BaseForecaster):
-    """Shared machinery of the baselines; subclasses define :meth:`point`."""
+    """Shared machinery of the baselines; subclasses define :meth:`point`.
+
+    Every baseline takes ``target`` (``horizon`` or ``window``, see
+    :mod:`forecaster.models.base`).
+    """
 
     scale_window: str
 
@@ -37,7 +46,7 @@ class PointBaseline(BaseForecaster):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Point forecast, scale, horizon and observed target of every (origin, horizon) row."""
         horizons = np.asarray(self.horizons, dtype=np.int64)
-        window = max(1, round(parse_duration(self.scale_window) / panel.step))
+        window = self._scale_cells(panel)
         parts = []
         for s, cells in enumerate(origins):
             o = np.repeat(np.asarray(cells, dtype=np.int64), len(horizons))
@@ -48,6 +57,32 @@ class PointBaseline(BaseForecaster):
             np.concatenate(column) for column in zip(*parts, strict=True)
         )
         return point, scale, horizon, actual
+
+    def _scale_cells(self, panel: Panel) -> int:
+        return max(1, round(parse_duration(self.scale_window) / panel.step))
+
+    def _window_rows(
+        self, panel: Panel, origins: Sequence[np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Window point forecast (the largest point forecast over the window's cells), scale
+        and observed window maximum of every origin."""
+        span = self.window_span
+        assert span is not None  # called for window targets only
+        cells = np.arange(span[0], span[1] + 1, dtype=np.int64)
+        window = self._scale_cells(panel)
+        parts = []
+        for s, at in enumerate(origins):
+            at = np.asarray(at, dtype=np.int64)
+            point = self.point(panel, s, np.repeat(at, len(cells)), np.tile(cells, len(at)))
+            parts.append(
+                (
+                    np.fmax.reduce(point.reshape(len(at), len(cells)), axis=1, initial=np.nan),
+                    trailing_scale(panel.values[s], window, at),
+                    window_target(panel.values[s], at, *span),
+                )
+            )
+        point, scale, actual = (np.concatenate(column) for column in zip(*parts, strict=True))
+        return point, scale, actual
 
     def _fit_panel(self, panel: Panel) -> None:
         point, scale, horizon, actual = self._rows(
@@ -60,11 +95,26 @@ class PointBaseline(BaseForecaster):
             if usable.size:
                 table[i] = np.quantile(usable, self.quantiles)
         self.error_quantiles_ = table
+        if self.window_span is not None:
+            point, scale, actual = self._window_rows(
+                panel, self._training_origins(panel, self.horizons)
+            )
+            errors = (actual - point) / scale
+            usable = errors[np.isfinite(errors)]
+            self.window_error_quantiles_ = (
+                np.quantile(usable, self.quantiles)
+                if usable.size
+                else np.zeros(len(self.quantiles))
+            )
 
     def _predict_panel(self, panel: Panel, origins: Sequence[np.ndarray]) -> np.ndarray:
         point, scale, horizon, _ = self._rows(panel, origins)
         position = np.searchsorted(np.asarray(self.horizons), horizon)
         return point[:, None] + scale[:, None] * self.error_quantiles_[position]
+
+    def _predict_window_panel(self, panel: Panel, origins: Sequence[np.ndarray]) -> np.ndarray:
+        point, scale, _ = self._window_rows(panel, origins)
+        return point[:, None] + scale[:, None] * self.window_error_quantiles_[None, :]
 
 
 class LastValue(PointBaseline):
@@ -75,10 +125,12 @@ class LastValue(PointBaseline):
         horizons: Sequence[int] = (1,),
         quantiles: Sequence[float] = (0.1, 0.5, 0.9),
         scale_window: str = "1d",
+        target: str = "horizon",
     ) -> None:
         self.horizons = horizons
         self.quantiles = quantiles
         self.scale_window = scale_window
+        self.target = target
 
     def point(self, panel: Panel, s: int, origins: np.ndarray, horizons: np.ndarray) -> np.ndarray:
         return forward_fill(panel.values[s])[origins]
@@ -99,11 +151,13 @@ class EWMA(PointBaseline):
         quantiles: Sequence[float] = (0.1, 0.5, 0.9),
         halflife: str = "30m",
         scale_window: str = "1d",
+        target: str = "horizon",
     ) -> None:
         self.horizons = horizons
         self.quantiles = quantiles
         self.halflife = halflife
         self.scale_window = scale_window
+        self.target = target
 
     def point(self, panel: Panel, s: int, origins: np.ndarray, horizons: np.ndarray) -> np.ndarray:
         cells = max(parse_duration(self.halflife, name="halflife") / panel.step, 0.5)
@@ -126,11 +180,13 @@ class SeasonalNaive(PointBaseline):
         quantiles: Sequence[float] = (0.1, 0.5, 0.9),
         season: str = "1d",
         scale_window: str = "1d",
+        target: str = "horizon",
     ) -> None:
         self.horizons = horizons
         self.quantiles = quantiles
         self.season = season
         self.scale_window = scale_window
+        self.target = target
 
     def point(self, panel: Panel, s: int, origins: np.ndarray, horizons: np.ndarray) -> np.ndarray:
         filled = forward_fill(panel.values[s])

@@ -7,7 +7,9 @@ values are divided by each series' trailing mean). Horizons are forecast directl
 ``multi_horizon="stacked"`` fits one regressor per quantile with the horizon as a feature,
 ``"per-horizon"`` one regressor per (horizon, quantile). When ``calibration_window`` is set, the
 most recent window of the training data is held out and used to calibrate each quantile by split
-conformal prediction.
+conformal prediction. ``target="window"`` also forecasts the quantiles of the largest value over
+the whole window of horizons (the window target of :mod:`forecaster.models.base`), from one row
+per origin, calibrated on the same held-out window against its own target.
 """
 
 from __future__ import annotations
@@ -21,12 +23,20 @@ from threadpoolctl import threadpool_limits
 from forecaster.calibration import ConformalCalibrator
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError, NotEnoughHistoryError
-from forecaster.features import FeatureConfig, FeatureMatrix, build_features, target_values
+from forecaster.features import (
+    FeatureConfig,
+    FeatureMatrix,
+    build_features,
+    target_values,
+    window_targets,
+    with_seasonal_windows,
+)
 from forecaster.models.base import BaseForecaster
 from forecaster.panel import Panel
 
 MULTI_HORIZON = ("stacked", "per-horizon")
 BASELINES = ("last-value", "none")
+WINDOW_MODELS = ("direct", "shift")
 
 
 def _lightgbm(model: QuantileGradientBoosting, quantile: float) -> Any:
@@ -84,6 +94,15 @@ class QuantileGradientBoosting(BaseForecaster):
         ``lightgbm`` or ``hist-gbm`` (scikit-learn's HistGradientBoostingRegressor).
     multi_horizon
         ``stacked`` (horizon as a feature) or ``per-horizon`` (one regressor per horizon).
+    target
+        ``horizon``: each horizon's value; ``window``: also the largest value over cells
+        ``min(horizons) .. max(horizons)`` after the origin (:meth:`predict_window`).
+    window_model
+        How the window target is forecast, from the largest of the (calibrated) per-horizon
+        quantiles: ``direct``: one regressor per quantile learns how far the window's maximum
+        lies above it (features described at the window's first horizon, plus the window's
+        maximum one season before); ``shift``: it is used as is. Either way, split conformal
+        on the window's own target then calibrates it.
     baseline
         ``last-value``: the regressors learn the change from the value at the origin (both
         divided by the scale), so trees refine a strong forecast instead of rebuilding the
@@ -119,6 +138,8 @@ class QuantileGradientBoosting(BaseForecaster):
         features: FeatureConfig | None = None,
         engine: str = "lightgbm",
         multi_horizon: str = "stacked",
+        target: str = "horizon",
+        window_model: str = "direct",
         baseline: str = "last-value",
         calibration_window: str | None = "3d",
         max_train_rows: int = 200_000,
@@ -134,6 +155,8 @@ class QuantileGradientBoosting(BaseForecaster):
         self.features = features
         self.engine = engine
         self.multi_horizon = multi_horizon
+        self.target = target
+        self.window_model = window_model
         self.baseline = baseline
         self.calibration_window = calibration_window
         self.max_train_rows = max_train_rows
@@ -149,6 +172,10 @@ class QuantileGradientBoosting(BaseForecaster):
             raise ConfigError(f"`engine` must be one of {list(ENGINES)}, got {self.engine!r}")
         if self.baseline not in BASELINES:
             raise ConfigError(f"`baseline` must be one of {list(BASELINES)}, got {self.baseline!r}")
+        if self.window_model not in WINDOW_MODELS:
+            raise ConfigError(
+                f"`window_model` must be one of {list(WINDOW_MODELS)}, got {self.window_model!r}"
+            )
         if self.multi_horizon not in MULTI_HORIZON:
             raise ConfigError(
                 f"`multi_horizon` must be one of {list(MULTI_HORIZON)}, got {self.multi_horizon!r}"
@@ -158,14 +185,7 @@ class QuantileGradientBoosting(BaseForecaster):
         train, calibration = self._split(panel, origins)
         matrix = build_features(panel, train, self.horizons, self.features_, self._codes(panel))
         ratio = target_values(panel, matrix) / matrix.scale - self._anchor(matrix)
-        rows = np.flatnonzero(np.isfinite(ratio))
-        if rows.size < 10 * len(self.horizons):
-            raise NotEnoughHistoryError(
-                f"only {rows.size} training rows with an observed target; need more history"
-            )
-        rng = np.random.default_rng(self.random_state)
-        if rows.size > self.max_train_rows:
-            rows = np.sort(rng.choice(rows, self.max_train_rows, replace=False))
+        rows = self._training_rows(ratio, 10 * len(self.horizons))
         # A feature never observed in training (a 7-day lag on 5 days of data) carries nothing,
         # and some regressors refuse all-missing columns.
         self.columns_used_ = np.flatnonzero(np.isfinite(matrix.X[rows]).any(axis=0))
@@ -182,11 +202,88 @@ class QuantileGradientBoosting(BaseForecaster):
                 panel, calibration, self.horizons, self.features_, self._codes(panel)
             )
             actual = target_values(panel, cal) / cal.scale
-            order = np.argsort(cal.origin, kind="stable")  # conformal halves are in time order
-            raw = self._raw_predict(cal)[order]
-            self.calibrator_ = ConformalCalibrator(self.quantiles).fit(
-                actual[order], raw, cal.horizon[order]
+            self.calibrator_ = self._calibrate(actual, self._raw_predict(cal), cal)
+        self.window_regressors_: dict[float, Any] = {}
+        self.window_calibrator_: ConformalCalibrator | None = None
+        if self.window_span is not None:
+            self._fit_window(panel, train, calibration, matrix)
+
+    def _training_rows(self, ratio: np.ndarray, fewest: int) -> np.ndarray:
+        """Rows with an observed target, sampled down to ``max_train_rows`` (seeded)."""
+        rows = np.flatnonzero(np.isfinite(ratio))
+        if rows.size < fewest:
+            raise NotEnoughHistoryError(
+                f"only {rows.size} training rows with an observed target; need more history"
             )
+        rng = np.random.default_rng(self.random_state)
+        if rows.size > self.max_train_rows:
+            rows = np.sort(rng.choice(rows, self.max_train_rows, replace=False))
+        return rows
+
+    def _calibrate(
+        self, actual: np.ndarray, raw: np.ndarray, matrix: FeatureMatrix
+    ) -> ConformalCalibrator:
+        """Conformal offsets per horizon from scaled targets and raw forecasts."""
+        order = np.argsort(matrix.origin, kind="stable")  # conformal halves are in time order
+        return ConformalCalibrator(self.quantiles).fit(
+            actual[order], raw[order], matrix.horizon[order]
+        )
+
+    def _window_matrix(self, panel: Panel, origins: Sequence[np.ndarray]) -> FeatureMatrix:
+        """One feature row per origin, described at the window's first horizon, with the
+        window's maximum one season before."""
+        first, last = self._span()
+        matrix = build_features(panel, origins, (first,), self.features_, self._codes(panel))
+        return with_seasonal_windows(panel, matrix, first, last, self.features_)
+
+    def _span(self) -> tuple[int, int]:
+        span = self.window_span
+        if span is None:
+            raise ConfigError("this model has no window target (`target='window'`)")
+        return span
+
+    def _fit_window(
+        self,
+        panel: Panel,
+        train: Sequence[np.ndarray],
+        calibration: Sequence[np.ndarray] | None,
+        horizons: FeatureMatrix,
+    ) -> None:
+        """The window target's regressors, on origins whose windows end before the
+        calibration window (``horizons``: their per-horizon feature rows), then its
+        conformal offsets on that window's own targets."""
+        first, last = self._span()
+        if self.window_model == "direct":
+            matrix = self._window_matrix(panel, train)
+            target = window_targets(panel, matrix, first, last) / matrix.scale
+            base = self._horizon_max(horizons)
+            rows = self._training_rows(target, 10)
+            self.window_columns_used_ = np.flatnonzero(np.isfinite(matrix.X[rows]).any(axis=0))
+            X = matrix.X[rows][:, self.window_columns_used_]
+            with threadpool_limits(self.n_jobs, user_api="openmp"):
+                self.window_regressors_ = {
+                    q: ENGINES[self.engine](self, q).fit(X, target[rows] - base[rows, j])
+                    for j, q in enumerate(self.quantiles)
+                }
+        if calibration is not None:
+            cal = self._window_matrix(panel, calibration)
+            actual = window_targets(panel, cal, first, last) / cal.scale
+            # The window's last `last` origins have no complete target yet: on a short
+            # series too few may remain, and the window target then stays uncalibrated.
+            if np.isfinite(actual).sum() >= 2 * ConformalCalibrator(self.quantiles).min_samples:
+                raw = self._raw_window(panel, calibration, cal)
+                self.window_calibrator_ = self._calibrate(actual, raw, cal)
+
+    def _horizon_max(self, matrix: FeatureMatrix) -> np.ndarray:
+        """Per origin of a per-horizon feature matrix, the largest calibrated quantile over
+        the horizons, scaled (an origin's rows share one scale)."""
+        scaled = self._raw_predict(matrix)
+        if self.calibrator_ is not None:
+            scaled = self.calibrator_.transform(scaled, matrix.horizon)
+        largest: np.ndarray = scaled.reshape(-1, len(self.horizons), len(self.quantiles)).max(
+            axis=1
+        )
+        return largest
 
     def _split(
         self, panel: Panel, origins: Sequence[np.ndarray]
@@ -246,14 +343,43 @@ class QuantileGradientBoosting(BaseForecaster):
                     out[sel, j] = self.regressors_[(h, q)].predict(X[sel])
         return out
 
+    def _raw_window(
+        self, panel: Panel, origins: Sequence[np.ndarray], matrix: FeatureMatrix
+    ) -> np.ndarray:
+        """Uncalibrated scaled window quantiles of ``origins`` (``matrix``: their window rows)."""
+        horizons = build_features(panel, origins, self.horizons, self.features_, self._codes(panel))
+        base = self._horizon_max(horizons)
+        if self.window_model == "shift":
+            return base
+        X = matrix.X[:, self.window_columns_used_]
+        with threadpool_limits(self.n_jobs, user_api="openmp"):
+            outputs = [self.window_regressors_[q].predict(X) for q in self.quantiles]
+        return base + np.column_stack(outputs)
+
     def _predict_panel(self, panel: Panel, origins: Sequence[np.ndarray]) -> np.ndarray:
         matrix = build_features(panel, origins, self.horizons, self.features_, self._codes(panel))
-        scaled = self._raw_predict(matrix)
-        if self.calibrator_ is not None:
-            scaled = self.calibrator_.transform(scaled, matrix.horizon)
+        return self._unscaled(self._raw_predict(matrix), matrix, self.calibrator_)
+
+    def _predict_window_panel(self, panel: Panel, origins: Sequence[np.ndarray]) -> np.ndarray:
+        matrix = self._window_matrix(panel, origins)
+        raw = self._raw_window(panel, origins, matrix)
+        return self._unscaled(raw, matrix, self.window_calibrator_)
+
+    @staticmethod
+    def _unscaled(
+        scaled: np.ndarray, matrix: FeatureMatrix, calibrator: ConformalCalibrator | None
+    ) -> np.ndarray:
+        if calibrator is not None:
+            scaled = calibrator.transform(scaled, matrix.horizon)
         return scaled * matrix.scale[:, None]
 
     @property
     def calibration_report(self) -> Any:
         """Coverage before and after calibration per quantile (None when not calibrated)."""
         return None if self.calibrator_ is None else self.calibrator_.report_
+
+    @property
+    def window_calibration_report(self) -> Any:
+        """The same for the window target (None without one or when not calibrated)."""
+        calibrator = getattr(self, "window_calibrator_", None)
+        return None if calibrator is None else calibrator.report_

@@ -24,6 +24,7 @@ import numpy as np
 
 from forecaster import capacity
 from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError
+from forecaster.models.base import lead_window_forecast
 from forecaster.resampling import DEFAULT_SIM_STEP, resample_demand
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
 
@@ -44,11 +45,16 @@ class QuantileForecast:
         index ``j + h``.
     quantiles
         Quantile levels of the last axis, increasing.
+    window
+        With a model's window target, array ``(n_data, n_quantiles)``: row ``j`` holds the
+        quantiles of the largest demand over horizons ``horizons[0] .. horizons[-1]`` of
+        origin ``j``; None without one.
     """
 
     values: np.ndarray
     horizons: tuple[int, ...]
     quantiles: tuple[float, ...]
+    window: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         expected = (len(self.horizons), len(self.quantiles))
@@ -57,9 +63,21 @@ class QuantileForecast:
                 f"`values` must have shape (n_origins, {expected[0]}, {expected[1]}), "
                 f"got {self.values.shape}"
             )
+        if self.window is not None and self.window.shape != (len(self.values), expected[1]):
+            raise DataValidationError(
+                f"`window` must have shape ({len(self.values)}, {expected[1]}), "
+                f"got {self.window.shape}"
+            )
+
+    @property
+    def window_span(self) -> tuple[int, int] | None:
+        """First and last horizon of :attr:`window`; None without one."""
+        return None if self.window is None else (self.horizons[0], self.horizons[-1])
 
     def window_max(self, quantile: float, first: int, last: int) -> np.ndarray:
-        """Per origin, the largest ``quantile`` forecast over horizons ``first..last``."""
+        """Per origin, the ``quantile`` forecast of the largest demand over horizons
+        ``first..last``: the window target where it covers exactly that window, else the
+        largest per-horizon forecast (:func:`forecaster.models.base.lead_window_forecast`)."""
         matches = [i for i, q in enumerate(self.quantiles) if math.isclose(q, quantile)]
         if not matches:
             raise ConfigError(
@@ -72,8 +90,9 @@ class QuantileForecast:
                 f"the policy needs forecast horizons {first}..{last} (data steps), "
                 f"the forecast has {list(self.horizons)}"
             )
-        result: np.ndarray = self.values[:, columns, matches[0]].max(axis=1)
-        return result
+        largest: np.ndarray = self.values[:, columns, matches[0]].max(axis=1)
+        window = None if self.window is None else self.window[:, matches[0]]
+        return lead_window_forecast(largest, window, self.window_span, first, last)
 
 
 @dataclass(frozen=True)

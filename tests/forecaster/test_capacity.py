@@ -93,13 +93,21 @@ class CannedForecaster:
     horizons: tuple[int, ...]
     quantiles: tuple[float, ...]
     step_: int = STEP
+    window: pd.DataFrame | None = None  # a window target's forecast over the horizons' span
 
     @property
     def columns_(self) -> Any:
         return SimpleNamespace(id_col="series")
 
+    @property
+    def window_span(self) -> tuple[int, int] | None:
+        return None if self.window is None else (min(self.horizons), max(self.horizons))
+
     def predict(self, history: pd.DataFrame) -> pd.DataFrame:
         return self.forecast.copy()
+
+    def predict_window(self, history: pd.DataFrame) -> pd.DataFrame | None:
+        return None if self.window is None else self.window.copy()
 
 
 def canned(

@@ -1,0 +1,141 @@
+"""The window target: a direct forecast of the largest demand over the lead window."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecaster.evaluation import RollingOrigin, evaluate
+from forecaster.exceptions import ConfigError
+from forecaster.features import window_target
+from forecaster.frame import regularize, validate_frame
+from forecaster.models import make_model
+from forecaster.models.baseline import SeasonalNaive
+from forecaster.models.quantile_gbm import QuantileGradientBoosting
+from forecaster.scenarios import steady_diurnal
+
+STEP = 900
+DAY = 86400 // STEP
+HORIZONS = (2, 3, 4, 5)
+
+
+def spiky(days: int) -> pd.DataFrame:
+    """A level of 10 with a spike of 50 at 06:00 and one of 30 at 18:00, every day."""
+    values = np.full(days * DAY, 10.0)
+    values[6 * 4 :: DAY] = 50.0
+    values[18 * 4 :: DAY] = 30.0
+    times = pd.date_range("2026-03-02", periods=len(values), freq=f"{STEP}s", tz="UTC")
+    return pd.DataFrame({"series": "spiky", "timestamp": times, "value": values})
+
+
+def test_window_target_is_the_largest_value_of_the_cells_first_to_last_after_each_origin():
+    values = np.array([1.0, 7.0, 2.0, 9.0, np.nan, 4.0, 3.0])
+    origins = np.arange(len(values))
+    expected = [
+        np.nanmax(values[o + 2 : o + 4]) if o + 3 < len(values) else np.nan for o in origins
+    ]
+    np.testing.assert_array_equal(window_target(values, origins, 2, 3), expected)
+    # A window of unobserved cells has no target.
+    assert np.isnan(window_target(np.array([1.0, np.nan, np.nan, 2.0]), np.array([0]), 1, 2))[0]
+
+
+def test_seasonal_naive_window_forecast_is_last_days_maximum_over_the_same_window():
+    frame = spiky(days=4)
+    model = SeasonalNaive(horizons=HORIZONS, quantiles=(0.5, 0.9), target="window").fit(frame)
+    assert model.window_span == (2, 5)
+    origins = frame["timestamp"].iloc[-DAY:-6]
+    forecast = model.predict_window(frame, origins=pd.DatetimeIndex(origins))
+    values = frame["value"].to_numpy()
+    cells = np.arange(len(frame) - DAY, len(frame) - 6)
+    # The series repeats every day, so its errors are 0: the forecast is yesterday's window max.
+    expected = [values[o - DAY + 2 : o - DAY + 6].max() for o in cells]
+    np.testing.assert_array_equal(forecast["q0.9"].to_numpy(), expected)
+    np.testing.assert_array_equal(forecast["q0.5"].to_numpy(), expected)
+    assert {50.0, 30.0, 10.0} <= set(expected)  # windows that hold a spike and some that do not
+    assert list(forecast.columns) == ["series", "origin", "q0.5", "q0.9"]
+
+
+@pytest.fixture(scope="module")
+def frame() -> pd.DataFrame:
+    return regularize(validate_frame(steady_diurnal(days=12, step=STEP, seed=3)), STEP)
+
+
+WINDOWED = {
+    "lightgbm-window": {"n_estimators": 30},
+    "seasonal-naive-weekly": {"target": "window"},
+    "ewma": {"target": "window"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(WINDOWED))
+def test_window_forecast_ignores_data_after_its_origin(name, frame):
+    cut = len(frame) * 3 // 4
+    model = make_model(name, horizons=HORIZONS, quantiles=(0.5, 0.9), **WINDOWED[name])
+    model.fit(frame.iloc[:cut])
+    origins = pd.DatetimeIndex(frame["timestamp"].iloc[cut - 1 : cut + 40])
+    corrupted = frame.copy()
+    later = corrupted["timestamp"] > origins[-1]
+    corrupted.loc[later, "value"] = corrupted.loc[later, "value"] * 9 + 5
+    before = model.predict_window(frame, origins=origins)
+    after = model.predict_window(corrupted, origins=origins)
+    pd.testing.assert_frame_equal(before, after)
+    assert np.isfinite(before[["q0.5", "q0.9"]].to_numpy()).all()
+
+
+def test_window_fit_ignores_data_after_its_training_cut(frame):
+    """The training cut is the end of the frame handed to ``fit``: refitting on the same
+    prefix of a frame whose later data is corrupted gives the same window forecasts."""
+    cut = len(frame) * 3 // 4
+    corrupted = frame.copy()
+    corrupted.loc[cut:, "value"] = corrupted.loc[cut:, "value"] * 9 + 5
+
+    def windows(data: pd.DataFrame) -> pd.DataFrame:
+        model = QuantileGradientBoosting(
+            horizons=HORIZONS, quantiles=(0.5, 0.9), n_estimators=30, target="window"
+        )
+        return model.fit(data.iloc[:cut]).predict_window(
+            data.iloc[:cut], origins=pd.DatetimeIndex(data["timestamp"].iloc[cut - 30 : cut])
+        )
+
+    pd.testing.assert_frame_equal(windows(frame), windows(corrupted))
+
+
+def test_per_horizon_forecasts_are_the_same_with_and_without_the_window_target(frame):
+    plain = make_model("lightgbm", horizons=HORIZONS, quantiles=(0.9,), n_estimators=30)
+    windowed = make_model("lightgbm-window", horizons=HORIZONS, quantiles=(0.9,), n_estimators=30)
+    pd.testing.assert_frame_equal(
+        plain.fit(frame).predict(frame), windowed.fit(frame).predict(frame)
+    )
+    assert plain.predict_window(frame) is None
+    assert len(windowed.predict_window(frame)) == 1
+
+
+def test_calibrated_window_coverage_is_near_tau_where_the_largest_quantile_falls_short():
+    data = regularize(validate_frame(steady_diurnal(days=28, step=STEP, seed=5)), STEP)
+    params = {"horizons": HORIZONS, "quantiles": (0.5, 0.9), "n_estimators": 60}
+    models = {
+        "per-horizon": make_model("lightgbm", **params),
+        "window": make_model("lightgbm-window", **params),
+    }
+    result = evaluate(
+        data,
+        models,
+        RollingOrigin(horizon=HORIZONS[0], eval_cells=10 * DAY, refit_every=2 * DAY),
+        step=STEP,
+        season=DAY,
+        window=(HORIZONS[0], HORIZONS[-1]),
+    )
+    coverage = result.scores["window_coverage_0.9"]
+    assert abs(coverage["window"] - 0.9) <= 0.03
+    # The largest per-horizon q0.9 covers fewer windows: the bias the window target removes.
+    assert coverage["per-horizon"] < coverage["window"] - 0.03
+    assert (
+        result.scores.loc["window", "coverage_0.9"]
+        == result.scores.loc["per-horizon", "coverage_0.9"]
+    )
+
+
+def test_unknown_target_is_refused_by_name(frame):
+    with pytest.raises(ConfigError, match=r"`target` must be one of \['horizon', 'window'\]"):
+        make_model("ewma", horizons=HORIZONS, target="peak").fit(frame)
