@@ -13,6 +13,12 @@ data, 1 cell of 30-minute data), refit every day on all data before. Prints one 
 ``forecast_accuracy.md`` and ``forecast_accuracy.json`` into ``--out``, and checks issue 2's
 target: the LightGBM model beats seasonal naive, EWMA and every peer in pinball loss at q0.5 and
 q0.9 on at least 4 of the 5 traces, with q0.9 coverage in [0.85, 0.95] on each.
+
+Every contender forecasts each horizon of the window ``[t + 10 min, t + 20 min]`` (a 10-minute
+hold past the lead): the window columns score the forecast a capacity plan sizes for (a
+``target: window`` model's window forecast, else the largest of its per-horizon quantiles, as
+prewarm plans without one and as a peer's forecasts would be planned on) against the largest
+demand of the window.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from forecaster.evaluation import RollingOrigin, evaluate
 from forecaster.frame import regularize, validate_frame
 from forecaster.models import MODELS, make_model
 from forecaster.scenarios import SCENARIOS
-from prewarm.evaluate import DEFAULT_QUANTILES, horizon_cells, season_cells
+from prewarm.evaluate import DEFAULT_QUANTILES, horizon_cells, season_cells, window_cells
 from training.sources.file import load_history
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +54,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data"
 DEFAULT_OUT = ROOT / "benchmarks" / "results"
 
 HORIZON_SECONDS = 600
+HOLD_SECONDS = 600
 EVAL_DAYS = 7.0
 REFIT_EVERY_SECONDS = 86400
 QUICK_EVAL_DAYS = 1.0
@@ -96,6 +103,13 @@ NOTES = (
     "are never scored.",
     "The LightGBM row is prewarm's default model as registered, with its conformal "
     "calibration on the last 3 days of each refit's training data; nothing is tuned per trace.",
+    "Window columns: every contender forecasts each horizon of [t + {horizon_min} min, t + "
+    "{window_end_min} min] (the lead plus a {hold_min}-minute hold; 2..4 cells of 5-minute data, "
+    "1..2 of 30-minute data) on the same folds. `win pinball` and `win cov` score the forecast a "
+    "plan over that window sizes for, against the largest demand in it: the window target of a "
+    "`target: window` model (`lightgbm-window`), else the largest of the per-horizon quantiles "
+    "(prewarm's plan without one, and a peer's forecasts planned the same way). Origins whose "
+    "window runs past the data are not window-scored.",
     "fit/predict seconds are wall-clock totals over all refits on a shared 2-core machine, "
     "with every OpenMP/BLAS pool limited to one thread (scikit-learn's HistGradientBoosting "
     "fitted 5x slower with two threads competing for a busy machine).",
@@ -169,16 +183,19 @@ def evaluate_dataset(
     """Score every contender on ``dataset``; a contender that fails is reported, not fatal."""
     splitter = splitter_for(dataset, eval_days)
     cells = splitter.horizon
+    window = window_cells(HORIZON_SECONDS, HOLD_SECONDS, dataset.step)
     report: dict[str, Any] = {
         "kind": dataset.kind,
         "source": dataset.source,
         "step_seconds": dataset.step,
         "horizon_cells": cells,
         "horizon_seconds": cells * dataset.step,
+        "window_cells": list(window),
         "models": {},
     }
+    horizons = tuple(range(window[0], window[1] + 1))
     for name, (kind, factory) in contenders.items():
-        model = factory(name, horizons=(cells,), quantiles=DEFAULT_QUANTILES)
+        model = factory(name, horizons=horizons, quantiles=DEFAULT_QUANTILES)
         try:
             result = evaluate(
                 dataset.frame,
@@ -188,6 +205,7 @@ def evaluate_dataset(
                 season=season_cells(dataset.step),
                 quantiles=DEFAULT_QUANTILES,
                 progress=progress,
+                window=window,
             )
         # A peer library failing on one trace must not lose an hour of results: record it.
         except Exception as exc:
@@ -215,6 +233,8 @@ def _entry(kind: str, row: pd.Series, scored: int) -> dict[str, Any]:
         "pinball": {q: float(row[f"pinball_{q}"]) for q in LEVELS},
         "relative_pinball": {q: float(row[f"relative_pinball_{q}"]) for q in LEVELS},
         "coverage": {q: float(row[f"coverage_{q}"]) for q in LEVELS},
+        "window_pinball": {q: float(row[f"window_pinball_{q}"]) for q in LEVELS},
+        "window_coverage": {q: float(row[f"window_coverage_{q}"]) for q in LEVELS},
         "fit_seconds": float(row["fit_seconds"]),
         "predict_seconds": float(row["predict_seconds"]),
         "seconds": float(row["fit_seconds"] + row["predict_seconds"]),
@@ -287,7 +307,7 @@ def check_target(datasets: dict[str, dict[str, Any]]) -> dict[str, Any]:
 # -- rendering -----------------------------------------------------------------------------------
 HEADERS = (
     "trace", "step", "horizon", "model", "MASE", "pinball q0.5", "pinball q0.9",
-    "rel q0.5", "rel q0.9", "cov q0.9", "fit s", "predict s",
+    "rel q0.5", "rel q0.9", "cov q0.9", "win pinball q0.9", "win cov q0.9", "fit s", "predict s",
 )  # fmt: skip
 
 
@@ -297,6 +317,7 @@ def table_rows(datasets: dict[str, dict[str, Any]]) -> list[tuple[list[str], set
     for name, data in datasets.items():
         ok = {m: e for m, e in data["models"].items() if _ok(e)}
         best = {q: min((e["pinball"][q] for e in ok.values()), default=None) for q in LEVELS}
+        best_window = min((e["window_pinball"]["0.9"] for e in ok.values()), default=None)
         for model, e in data["models"].items():
             head = [
                 name,
@@ -306,9 +327,10 @@ def table_rows(datasets: dict[str, dict[str, Any]]) -> list[tuple[list[str], set
                 model if e["kind"] == "prewarm" else f"{model} (peer)",
             ]
             if not _ok(e):
-                out.append(([*head, "failed: " + e["error"][:60], *[""] * 7], set()))
+                out.append(([*head, "failed: " + e["error"][:60], *[""] * 9], set()))
                 continue
             marks = {5 + i for i, q in enumerate(LEVELS) if e["pinball"][q] == best[q]}
+            marks |= {10} if e["window_pinball"]["0.9"] == best_window else set()
             out.append(
                 (
                     [
@@ -317,6 +339,8 @@ def table_rows(datasets: dict[str, dict[str, Any]]) -> list[tuple[list[str], set
                         *(f"{e['pinball'][q]:.4g}" for q in LEVELS),
                         *(f"{e['relative_pinball'][q]:.4f}" for q in LEVELS),
                         f"{e['coverage']['0.9']:.3f}",
+                        f"{e['window_pinball']['0.9']:.4g}",
+                        f"{e['window_coverage']['0.9']:.3f}",
                         f"{e['fit_seconds']:.1f}",
                         f"{e['predict_seconds']:.1f}",
                     ],
@@ -352,7 +376,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{' (quick run)' if settings['quick'] else ''}, in {report['elapsed_seconds'] / 60:.1f}"
         f" minutes. Walk-forward over the last {settings['eval_days']:g} day(s) of each series, "
         f"scored {settings['horizon_seconds'] // 60} minutes ahead (one 30-minute cell for "
-        "30-minute data), refit every day. Best pinball loss per trace in bold; "
+        "30-minute data), refit every day. Best pinball loss per trace in bold (per horizon and "
+        "window); "
         "`(peer)` marks the libraries a user would pick instead.",
         "",
         "| " + " | ".join(HEADERS) + " |",
@@ -501,6 +526,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "elapsed_seconds": time.perf_counter() - started,
         "settings": {
             "horizon_seconds": HORIZON_SECONDS,
+            "hold_seconds": HOLD_SECONDS,
             "eval_days": eval_days,
             "refit_every_seconds": REFIT_EVERY_SECONDS,
             "quantiles": list(DEFAULT_QUANTILES),
@@ -508,7 +534,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "versions": _versions(),
         "notes": [
-            note.format(eval_days=eval_days, horizon_min=HORIZON_SECONDS // 60) for note in NOTES
+            note.format(
+                eval_days=eval_days,
+                horizon_min=HORIZON_SECONDS // 60,
+                hold_min=HOLD_SECONDS // 60,
+                window_end_min=(HORIZON_SECONDS + HOLD_SECONDS) // 60,
+            )
+            for note in NOTES
         ],
         "datasets": results,
     }

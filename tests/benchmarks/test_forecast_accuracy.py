@@ -79,6 +79,7 @@ def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> 
     report = json.loads((out / "forecast_accuracy.json").read_text())
     dataset = report["datasets"]["nyc_taxi_passengers_30min"]
     assert (dataset["horizon_cells"], dataset["horizon_seconds"]) == (1, 1800)
+    assert dataset["window_cells"] == [1, 2]  # 10 minutes ahead plus a 10-minute hold
     assert dataset["evaluation"]["origins"] == 48
     assert set(dataset["models"]) == set(MODELS) | set(PEERS)
     for name, entry in dataset["models"].items():
@@ -87,8 +88,15 @@ def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> 
         assert entry["kind"] == ("peer" if name in PEERS else "prewarm")
         for value in (entry["mase"], *entry["pinball"].values(), entry["coverage"]["0.9"]):
             assert math.isfinite(value), name
+        assert entry["window_pinball"]["0.9"] > 0, name
+        assert 0 <= entry["window_coverage"]["0.9"] <= 1, name
+    # the window target's forecast is its own, not the largest per-horizon quantile
+    windowed, plain = dataset["models"]["lightgbm-window"], dataset["models"]["lightgbm"]
+    assert windowed["pinball"] == plain["pinball"]
+    assert windowed["window_pinball"] != plain["window_pinball"]
     assert report["target"]["met"] is False  # one trace cannot meet a five-trace target
     markdown = (out / "forecast_accuracy.md").read_text()
     for name in dataset["models"]:
         assert f"| {name}" in markdown
+    assert "| win pinball q0.9 | win cov q0.9 |" in markdown
     assert report["target"]["text"] in markdown

@@ -22,7 +22,7 @@ from forecaster.capacity import (
 from forecaster.exceptions import ConfigError, DataValidationError
 from forecaster.models.base import quantile_column
 from forecaster.models.baseline import LastValue
-from forecaster.workload import WorkloadSpec
+from forecaster.workload import WorkloadPolicy, WorkloadSpec
 
 STEP = 60
 
@@ -251,3 +251,21 @@ def test_empty_forecast_gives_an_empty_plan() -> None:
     model.forecast = pd.DataFrame(columns=["series", "origin", "target_time", "horizon", "q0.9"])
     got = plan_capacity(model, pd.DataFrame(), MIXED)
     assert list(got.columns) == list(PLAN_COLUMNS) and got.empty
+
+
+def test_a_window_forecast_replaces_the_largest_quantile_where_it_covers_the_window() -> None:
+    policies = {
+        "match": WorkloadPolicy(spec(cold_start=120.0), hold=300.0),  # horizons 3..8
+        "other": WorkloadPolicy(spec(), hold=180.0),  # horizons 5..8
+    }
+    model = canned(sorted(policies), tuple(range(3, 9)), (0.5, 0.9))
+    without = plan_capacity(model, pd.DataFrame(), policies).set_index("series")
+    first_rows = model.forecast.groupby("series", as_index=False).first()
+    # A window forecast below every per-horizon one: the plan takes it, not the larger.
+    model.window = first_rows[["series", "origin"]].assign(**{"q0.5": 0.5, "q0.9": 1.0})
+    planned = plan_capacity(model, pd.DataFrame(), policies).set_index("series")
+    assert planned.loc["match", "forecast_demand"] == 1.0
+    assert planned.loc["match", "q0.5"] == 0.5 and planned.loc["match", "q0.9"] == 1.0
+    assert planned.loc["match", "desired_replicas"] == 1
+    assert without.loc["match", "forecast_demand"] > 1.0
+    pd.testing.assert_series_equal(planned.loc["other"], without.loc["other"])

@@ -187,3 +187,21 @@ def test_llm_arrivals_at_10s_are_evaluated_with_mase_missing_and_why(tmp_path: P
     assert "| last-value | " in result.output and "—¹" in result.output
     assert "¹ MASE needs more than" in result.output
     assert "seasonal-naive-daily skipped: its season (1d)" in result.output
+
+
+def test_evaluate_prints_per_horizon_and_window_coverage_side_by_side(trace, tmp_path):
+    out = tmp_path / "report.json"
+    args = ["evaluate", str(trace), "--horizon", "10m", "--hold", "15m", "--eval-days", "1"]
+    models = "seasonal-naive-daily,lightgbm,lightgbm-window"
+    result = CliRunner().invoke(cli, [*args, "--models", models, "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.output.splitlines() if "model" in line)
+    assert "cov q0.9" in header and "window cov q0.9" in header
+    report = json.loads(out.read_text())
+    assert report["window_cells"] == [2, 5]  # 10 minutes ahead, then 15 more of 5-minute cells
+    scores = report["models"]
+    for entry in scores.values():
+        assert 0 <= entry["window_coverage"]["0.9"] <= 1 and entry["window_pinball"]["0.9"] > 0
+    # Same per-horizon forecasts; the window forecast is the window target's, not their max.
+    assert scores["lightgbm"]["coverage"] == scores["lightgbm-window"]["coverage"]
+    assert scores["lightgbm"]["window_coverage"] != scores["lightgbm-window"]["window_coverage"]
