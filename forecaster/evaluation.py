@@ -98,7 +98,6 @@ class Evaluation:
     horizon_seconds: int
     missing: dict[str, dict[str, str]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
-    window: tuple[int, int] | None = None
 
 
 def evaluate(
@@ -190,7 +189,6 @@ def evaluate(
         horizon_seconds=splitter.horizon * step,
         missing=missing,
         skipped=skipped,
-        window=window,
     )
 
 

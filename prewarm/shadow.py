@@ -166,7 +166,6 @@ def _forecasts(
     """Each workload's forecasts from every origin in force during the period (origins
     ``context - 1`` .. the period's second-to-last cell), rows aligned to the history's cells,
     in one batched predict."""
-    from forecaster.models.base import quantile_column
     from forecaster.policies.base import QuantileForecast
 
     forecaster = loaded.model.forecaster
@@ -176,21 +175,11 @@ def _forecasts(
     spanned = forecaster.predict_window(frame, origins=times[context - 1 : -1])
     horizons = tuple(int(h) for h in forecaster.horizons)
     quantiles = tuple(float(q) for q in forecaster.quantiles)
-    columns = [quantile_column(q) for q in quantiles]
     out = {}
     for name, part in predicted.groupby("series", sort=False):
-        values = np.full((len(times), len(horizons), len(quantiles)), np.nan)
-        row = times.get_indexer(pd.DatetimeIndex(part["origin"]))
-        column = np.searchsorted(horizons, part["horizon"].to_numpy())
-        values[row, column, :] = part[columns].to_numpy(dtype=float)
-        window = None
-        if spanned is not None:  # the model's window target, served where it fits the window
-            own = spanned[spanned["series"] == name]
-            window = np.full((len(times), len(quantiles)), np.nan)
-            window[times.get_indexer(pd.DatetimeIndex(own["origin"])), :] = own[columns].to_numpy(
-                dtype=float
-            )
-        out[str(name)] = QuantileForecast(values, horizons, quantiles, window)
+        # the model's window target, served where it fits the workload's window
+        window = None if spanned is None else spanned[spanned["series"] == name]
+        out[str(name)] = QuantileForecast.from_long(part, window, times, horizons, quantiles)
     return out
 
 

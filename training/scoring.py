@@ -19,7 +19,7 @@ from forecaster.backtest.frontier import PolicyPoint, headline_costs, headlines,
 from forecaster.backtest.run import observe, score_forecast, seconds_of_day
 from forecaster.exceptions import NotEnoughHistoryError
 from forecaster.metrics import coverage
-from forecaster.models.base import BaseForecaster, quantile_column
+from forecaster.models.base import BaseForecaster
 from forecaster.policies import Observation, QuantileForecast
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.workload import WorkloadPolicy
@@ -127,22 +127,20 @@ def score_model(
         )
     origins = times[first - 1 : len(times) - 1]
     forecast = model.predict(frame, origins=origins)
+    spanned = model.predict_window(frame, origins=origins)
     horizons = tuple(int(h) for h in model.horizons)
     quantiles = tuple(float(q) for q in model.quantiles)
-    columns = [quantile_column(q) for q in quantiles]
     scores = {}
     for name, part in frame.groupby("series", sort=True):
         name = str(name)
         values = part["value"].to_numpy(dtype=float)
         own = forecast[forecast["series"] == name]
-        cube = np.full((len(values), len(horizons), len(quantiles)), np.nan)
-        row = ((own["origin"] - times[0]) // pd.Timedelta(seconds=step)).to_numpy(dtype=int)
-        column = np.searchsorted(horizons, own["horizon"].to_numpy())
-        cube[row, column, :] = own[columns].to_numpy(dtype=float)
+        window = None if spanned is None else spanned[spanned["series"] == name]
+        # the policies plan on the window target where it fits, as the served plan does
+        forecasts = QuantileForecast.from_long(own, window, times, horizons, quantiles)
         policy = workloads[name]
         low, high = policy.horizon_range(step)
         scored = [h for h in horizons if low <= h <= high] or [horizons[0]]
-        forecasts = QuantileForecast(cube, horizons, quantiles)
         scores[name] = _score_workload(
             name, values, times, first, step, policy, forecasts, scored, policies, seed
         )

@@ -21,10 +21,11 @@ from functools import cached_property
 from typing import ClassVar, Protocol
 
 import numpy as np
+import pandas as pd
 
 from forecaster import capacity
 from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError
-from forecaster.models.base import lead_window_forecast
+from forecaster.models.base import lead_window_forecast, quantile_column
 from forecaster.resampling import DEFAULT_SIM_STEP, resample_demand
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
 
@@ -68,6 +69,29 @@ class QuantileForecast:
                 f"`window` must have shape ({len(self.values)}, {expected[1]}), "
                 f"got {self.window.shape}"
             )
+
+    @classmethod
+    def from_long(
+        cls,
+        forecast: pd.DataFrame,
+        window: pd.DataFrame | None,
+        times: pd.DatetimeIndex,
+        horizons: tuple[int, ...],
+        quantiles: tuple[float, ...],
+    ) -> QuantileForecast:
+        """One series' forecasts in a model's long format (``predict``'s rows, and
+        ``predict_window``'s or None), row ``j`` the origin at ``times[j]``."""
+        columns = [quantile_column(q) for q in quantiles]
+        values = np.full((len(times), len(horizons), len(quantiles)), np.nan)
+        rows = times.get_indexer(pd.DatetimeIndex(forecast["origin"]))
+        cells = np.searchsorted(horizons, forecast["horizon"].to_numpy())
+        values[rows, cells, :] = forecast[columns].to_numpy(dtype=float)
+        spanned = None
+        if window is not None:
+            spanned = np.full((len(times), len(quantiles)), np.nan)
+            rows = times.get_indexer(pd.DatetimeIndex(window["origin"]))
+            spanned[rows, :] = window[columns].to_numpy(dtype=float)
+        return cls(values, horizons, quantiles, spanned)
 
     @property
     def window_span(self) -> tuple[int, int] | None:

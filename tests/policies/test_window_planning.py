@@ -85,3 +85,25 @@ def test_walk_forward_carries_the_models_window_forecasts() -> None:
         HORIZONS, (0.5, 0.9),
     )  # fmt: skip
     assert plain.window is None
+
+
+def test_long_forecasts_become_rows_aligned_to_the_grid_with_their_window() -> None:
+    frame = regularize(validate_frame(steady_diurnal(days=3, step=STEP * 15, seed=4)), STEP * 15)
+    times = pd.DatetimeIndex(frame["timestamp"])
+    model = make_model("ewma", horizons=HORIZONS, quantiles=(0.5, 0.9), target="window")
+    model.fit(frame)
+    origins = times[100:110]
+    forecast = QuantileForecast.from_long(
+        model.predict(frame, origins=origins), model.predict_window(frame, origins=origins),
+        times, HORIZONS, (0.5, 0.9),
+    )  # fmt: skip
+    assert forecast.window is not None
+    assert np.isfinite(forecast.window[100:110]).all() and np.isnan(forecast.window[:100]).all()
+    expected = model.predict_window(frame, origins=times[[105]])[["q0.5", "q0.9"]].to_numpy()
+    np.testing.assert_array_equal(forecast.window[105], expected[0])
+    at_3 = model.predict(frame, origins=times[[105]]).query("horizon == 3")["q0.9"].item()
+    assert forecast.values[105, 1, 1] == at_3
+    plain = QuantileForecast.from_long(
+        model.predict(frame, origins=origins), None, times, HORIZONS, (0.5, 0.9)
+    )
+    assert plain.window is None and np.array_equal(plain.values, forecast.values, equal_nan=True)
