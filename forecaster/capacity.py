@@ -275,11 +275,11 @@ def plan_capacity(
         spanned = model.predict_window(history)
         if spanned is not None:  # the window target replaces the maxima where it fits
             window = spanned.set_index(id_col).reindex(names)[present].to_numpy(dtype=float)
-            span = model.window_span
+            spanned_h = model.window_span
             demand = lead_window_forecast(
-                demand, window[np.arange(n), column_of], span, first_h, last_h
+                demand, window[np.arange(n), column_of], spanned_h, first_h, last_h
             )
-            window_max = lead_window_forecast(window_max, window, span, first_h, last_h)
+            window_max = lead_window_forecast(window_max, window, spanned_h, first_h, last_h)
     not_finite = ~np.isfinite(demand)
 
     # Refuse with the message of the first failing workload in name order, checked in the

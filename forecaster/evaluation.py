@@ -31,7 +31,7 @@ from forecaster.metrics import (
     rmse,
     seasonal_naive_scale,
 )
-from forecaster.models.base import lead_window_forecast, quantile_column
+from forecaster.models.base import BaseForecaster, lead_window_forecast, quantile_column
 from forecaster.splitting import Fold, origins
 
 Progress = Callable[[str, int, int], None]
@@ -213,13 +213,18 @@ def _walk(
         started = time.perf_counter()
         forecasts.append(model.predict(frame, origins=block_origins))
         # Peers have per-horizon forecasts only: their plan is the largest of those.
-        if getattr(model, "window_span", None) is not None:
+        if isinstance(model, BaseForecaster) and model.window_span is not None:
             windows.append(model.predict_window(frame, origins=block_origins))
         predict_seconds += time.perf_counter() - started
         if progress is not None:
             progress(name, done + 1, len(blocks))
     spanned = pd.concat(windows, ignore_index=True) if windows else None
     return pd.concat(forecasts, ignore_index=True), spanned, fit_seconds, predict_seconds
+
+
+def _window_span(model: Forecaster) -> tuple[int, int] | None:
+    """The span of the model's window target; None for a model without one (or a peer)."""
+    return model.window_span if isinstance(model, BaseForecaster) else None
 
 
 def _window_scores(
@@ -248,8 +253,9 @@ def _window_scores(
     predicted = largest.to_numpy(dtype=float)
     if windows is not None:
         spanned = windows.set_index([columns.id_col, "origin"])[levels].reindex(largest.index)
-        span = getattr(model, "window_span", None)
-        predicted = lead_window_forecast(predicted, spanned.to_numpy(dtype=float), span, *window)
+        predicted = lead_window_forecast(
+            predicted, spanned.to_numpy(dtype=float), _window_span(model), *window
+        )
     y = observed.to_numpy(dtype=float)
     keep = complete.to_numpy() & np.isfinite(y)
     out = {}
