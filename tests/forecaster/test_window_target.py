@@ -61,17 +61,18 @@ def frame() -> pd.DataFrame:
     return regularize(validate_frame(steady_diurnal(days=12, step=STEP, seed=3)), STEP)
 
 
-WINDOWED = {
-    "lightgbm-window": {"n_estimators": 30},
-    "seasonal-naive-weekly": {"target": "window"},
-    "ewma": {"target": "window"},
-}
+WINDOWED = [
+    pytest.param("lightgbm-window", {"n_estimators": 30}, id="lightgbm-direct"),
+    pytest.param("lightgbm-window", {"n_estimators": 30, "window_model": "shift"}, id="shift"),
+    pytest.param("seasonal-naive-weekly", {"target": "window"}, id="seasonal-naive-weekly"),
+    pytest.param("ewma", {"target": "window"}, id="ewma"),
+]
 
 
-@pytest.mark.parametrize("name", sorted(WINDOWED))
-def test_window_forecast_ignores_data_after_its_origin(name, frame):
+@pytest.mark.parametrize(("name", "params"), WINDOWED)
+def test_window_forecast_ignores_data_after_its_origin(name, params, frame):
     cut = len(frame) * 3 // 4
-    model = make_model(name, horizons=HORIZONS, quantiles=(0.5, 0.9), **WINDOWED[name])
+    model = make_model(name, horizons=HORIZONS, quantiles=(0.5, 0.9), **params)
     model.fit(frame.iloc[:cut])
     origins = pd.DatetimeIndex(frame["timestamp"].iloc[cut - 1 : cut + 40])
     corrupted = frame.copy()
@@ -116,7 +117,8 @@ def test_calibrated_window_coverage_is_near_tau_where_the_largest_quantile_falls
     params = {"horizons": HORIZONS, "quantiles": (0.5, 0.9), "n_estimators": 60}
     models = {
         "per-horizon": make_model("lightgbm", **params),
-        "window": make_model("lightgbm-window", **params),
+        "direct": make_model("lightgbm-window", window_model="direct", **params),
+        "shift": make_model("lightgbm-window", window_model="shift", **params),
     }
     result = evaluate(
         data,
@@ -127,13 +129,12 @@ def test_calibrated_window_coverage_is_near_tau_where_the_largest_quantile_falls
         window=(HORIZONS[0], HORIZONS[-1]),
     )
     coverage = result.scores["window_coverage_0.9"]
-    assert abs(coverage["window"] - 0.9) <= 0.03
-    # The largest per-horizon q0.9 covers fewer windows: the bias the window target removes.
-    assert coverage["per-horizon"] < coverage["window"] - 0.03
-    assert (
-        result.scores.loc["window", "coverage_0.9"]
-        == result.scores.loc["per-horizon", "coverage_0.9"]
-    )
+    for windowed in ("direct", "shift"):
+        assert abs(coverage[windowed] - 0.9) <= 0.03, windowed
+        # The largest per-horizon q0.9 covers fewer windows: the bias the window target removes.
+        assert coverage["per-horizon"] < coverage[windowed] - 0.03, windowed
+        per_horizon = result.scores.loc[windowed, "coverage_0.9"]
+        assert per_horizon == result.scores.loc["per-horizon", "coverage_0.9"]
 
 
 def test_unknown_target_is_refused_by_name(frame):
