@@ -6,10 +6,10 @@ frame of quantile forecasts, one row per (series, origin, target time). Forecast
 origin use cells at or before that origin only, so the frame handed to ``predict`` may extend
 past the origins (walk-forward evaluation relies on it).
 
-A model declared with ``target="window"`` also forecasts, directly, the quantiles of the
-largest value over its whole window of horizons, cells ``origin + min(horizons) .. origin +
-max(horizons)`` (:meth:`BaseForecaster.predict_window`): what a capacity plan over the lead
-window ``[t + L, t + L + hold]`` must cover. The largest of the per-horizon quantiles is not
+A model declared with ``target="window"`` also forecasts the quantiles of the largest value
+over its whole window of horizons, cells ``origin + min(horizons) .. origin + max(horizons)``,
+learned on that target (:meth:`BaseForecaster.predict_window`): what a capacity plan over the
+lead window ``[t + L, t + L + hold]`` must cover. The largest of the per-horizon quantiles is not
 that quantile (a burst that may come at any of several cells is likelier than at any one), and
 :func:`lead_window_forecast` is the one rule that picks between the two.
 """
