@@ -1,11 +1,14 @@
 """The registry of forecast models: one name, one factory.
 
 ``lightgbm-window`` is ``lightgbm`` with ``target="window"``: it also forecasts the quantiles
-of the largest demand over its window of horizons (:mod:`forecaster.models.base`).
+of the largest demand over its window of horizons (:mod:`forecaster.models.base`), with
+regressors of its own; ``lightgbm-window-shift`` by the largest per-horizon quantile shifted by
+split conformal on the window's maximum. Both are registered so that every benchmark compares
+them with ``lightgbm`` on the same folds.
 
 >>> sorted(MODELS)  # doctest: +NORMALIZE_WHITESPACE
-['ewma', 'hist-gbm', 'last-value', 'lightgbm', 'lightgbm-window', 'seasonal-naive-daily',
- 'seasonal-naive-weekly']
+['ewma', 'hist-gbm', 'last-value', 'lightgbm', 'lightgbm-window', 'lightgbm-window-shift',
+ 'seasonal-naive-daily', 'seasonal-naive-weekly']
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ MODELS: dict[str, Callable[..., BaseForecaster]] = {
     "seasonal-naive-weekly": partial(SeasonalNaive, season="7d"),
     "lightgbm": partial(QuantileGradientBoosting, engine="lightgbm"),
     "lightgbm-window": partial(QuantileGradientBoosting, engine="lightgbm", target="window"),
+    "lightgbm-window-shift": partial(
+        QuantileGradientBoosting, engine="lightgbm", target="window", window_model="shift"
+    ),
     "hist-gbm": partial(QuantileGradientBoosting, engine="hist-gbm"),
 }
 
