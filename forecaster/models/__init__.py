@@ -1,7 +1,8 @@
 """The registry of forecast models: one name, one factory.
 
->>> sorted(MODELS)
-['ewma', 'hist-gbm', 'last-value', 'lightgbm', 'seasonal-naive-daily', 'seasonal-naive-weekly']
+>>> sorted(MODELS)  # doctest: +NORMALIZE_WHITESPACE
+['auto', 'combination', 'ewma', 'hist-gbm', 'intermittent', 'last-value', 'lightgbm', 'mstl',
+ 'seasonal-naive-daily', 'seasonal-naive-weekly']
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from typing import Any
 from forecaster.exceptions import UnknownNameError
 from forecaster.models.base import BaseForecaster, quantile_column
 from forecaster.models.baseline import EWMA, LastValue, SeasonalNaive
+from forecaster.models.combination import Combination
+from forecaster.models.decomposition import SeasonalDecomposition
+from forecaster.models.intermittent import Intermittent
 from forecaster.models.quantile_gbm import QuantileGradientBoosting
 
 MODELS: dict[str, Callable[..., BaseForecaster]] = {
@@ -22,6 +26,10 @@ MODELS: dict[str, Callable[..., BaseForecaster]] = {
     "seasonal-naive-weekly": partial(SeasonalNaive, season="7d"),
     "lightgbm": partial(QuantileGradientBoosting, engine="lightgbm"),
     "hist-gbm": partial(QuantileGradientBoosting, engine="hist-gbm"),
+    "mstl": SeasonalDecomposition,
+    "intermittent": Intermittent,
+    "combination": partial(Combination, method="weights"),
+    "auto": partial(Combination, method="select"),
 }
 
 

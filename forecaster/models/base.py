@@ -97,6 +97,11 @@ class BaseForecaster(BaseEstimator):
     def _predict_panel(self, panel: Panel, origins: Sequence[np.ndarray]) -> np.ndarray:
         raise NotImplementedError
 
+    def check_params(self) -> None:
+        """Raise :class:`ConfigError` naming the first bad parameter (what ``fit`` checks
+        before reading any data), so a configuration can be refused when it is loaded."""
+        self._check_params()
+
     # -- shared helpers ----------------------------------------------------------------------
     def _check_params(self) -> None:
         horizons = list(self.horizons)
