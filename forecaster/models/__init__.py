@@ -13,21 +13,12 @@ from typing import Any
 
 from forecaster.exceptions import UnknownNameError
 from forecaster.models.base import BaseForecaster, quantile_column
-from forecaster.models.baseline import EWMA, LastValue, SeasonalNaive
 from forecaster.models.combination import Combination
-from forecaster.models.decomposition import SeasonalDecomposition
-from forecaster.models.intermittent import Intermittent
-from forecaster.models.quantile_gbm import QuantileGradientBoosting
+from forecaster.models.components import COMPONENTS
 
+# New single models go into COMPONENTS, so that the combinations can use them too.
 MODELS: dict[str, Callable[..., BaseForecaster]] = {
-    "last-value": LastValue,
-    "ewma": EWMA,
-    "seasonal-naive-daily": partial(SeasonalNaive, season="1d"),
-    "seasonal-naive-weekly": partial(SeasonalNaive, season="7d"),
-    "lightgbm": partial(QuantileGradientBoosting, engine="lightgbm"),
-    "hist-gbm": partial(QuantileGradientBoosting, engine="hist-gbm"),
-    "mstl": SeasonalDecomposition,
-    "intermittent": Intermittent,
+    **COMPONENTS,
     "combination": partial(Combination, method="weights"),
     "auto": partial(Combination, method="select"),
 }

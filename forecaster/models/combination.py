@@ -35,6 +35,7 @@ from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHis
 from forecaster.features import FeatureConfig
 from forecaster.frame import Columns, infer_step, validate_frame
 from forecaster.models.base import BaseForecaster, Origins, quantile_column
+from forecaster.models.components import COMPONENTS
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,6 @@ METHODS = ("weights", "select")
 DEFAULT_CANDIDATES = ("lightgbm", "seasonal-naive-weekly", "ewma", "mstl")
 KEYS = ("origin", "horizon")
 DEFAULT_VALIDATION, SHORT_SHARE = 86400.0, 0.25  # one day, or a quarter of a short history
-COMBINATIONS = ("combination", "auto")  # registered names of this model, never a candidate
 
 
 def pinball_weights(forecasts: np.ndarray, actual: np.ndarray, quantile: float) -> np.ndarray:
@@ -144,8 +144,6 @@ class Combination(BaseForecaster):
 
     # -- parameters ------------------------------------------------------------------------
     def _check_params(self) -> None:
-        from forecaster.models import MODELS  # the registry imports this module
-
         super()._check_params()
         if self.method not in METHODS:
             raise ConfigError(f"`method` must be one of {list(METHODS)}, got {shown(self.method)}")
@@ -155,11 +153,10 @@ class Combination(BaseForecaster):
                 f"`candidates` must be a list of distinct model names, got {shown(self.candidates)}"
             )
         for name in names:
-            if name not in MODELS or name in COMBINATIONS:
-                usable = sorted(set(MODELS) - set(COMBINATIONS))
+            if name not in COMPONENTS:
                 raise ConfigError(
                     f"`candidates`: {shown(name)} is not a registered model to combine; "
-                    f"registered: {', '.join(usable)}"
+                    f"registered: {', '.join(sorted(COMPONENTS))}"
                 )
         unknown = sorted(set(self.candidate_params or {}) - set(names))
         if unknown:
@@ -177,15 +174,13 @@ class Combination(BaseForecaster):
                 raise ConfigError(f"`taus`: {series!r} must lie in (0, 1), got {shown(tau)}")
 
     def _candidate(self, name: str) -> BaseForecaster:
-        from forecaster.models import make_model  # the registry imports this module
-
-        accepted = make_model(name).get_params()
+        accepted = COMPONENTS[name]().get_params()
         params = dict((self.candidate_params or {}).get(name, {}))
         if "features" in accepted and self.features is not None:
             params.setdefault("features", self.features)
         if "random_state" in accepted:
             params.setdefault("random_state", self.random_state)
-        return make_model(name, horizons=self.horizons, quantiles=self.quantiles, **params)
+        return COMPONENTS[name](horizons=self.horizons, quantiles=self.quantiles, **params)
 
     # -- fit -------------------------------------------------------------------------------
     def fit(
