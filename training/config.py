@@ -127,7 +127,7 @@ from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError, PrewarmError, shown
 from forecaster.features import FeatureConfig
 from forecaster.frame import MAX_GRID_CELLS
-from forecaster.models import MODELS
+from forecaster.models import MODELS, make_model
 from forecaster.policies import POLICIES
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.workload import DEFAULT_TOLERANCE, TUNED, ColdStart, WorkloadPolicy, WorkloadSpec
@@ -679,13 +679,25 @@ class ModelConfig(_Strict):
     @field_validator("params")
     @classmethod
     def _no_managed_params(cls, value: dict[str, Any]) -> dict[str, Any]:
-        managed = sorted(set(value) & {"horizons", "quantiles", "features"})
+        managed = sorted(set(value) & {"horizons", "quantiles", "features", "taus"})
         if managed:
             raise ValueError(
-                f"{managed} are set by prewarm (horizons from the workloads, quantiles and "
-                "features from their own fields), not in `params`"
+                f"{managed} are set by prewarm (horizons and taus from the workloads, quantiles "
+                "and features from their own fields), not in `params`"
             )
         return value
+
+    @model_validator(mode="after")
+    def _valid_params(self) -> ModelConfig:
+        # A combination's candidates (and every model's checked parameters) are refused at
+        # load, not after the history is pulled.
+        try:
+            make_model(self.name, **self.params).check_params()
+        except ConfigError as exc:
+            raise ValueError(f"params: {exc}") from None
+        except TypeError:
+            pass  # an unknown argument: reported, with the model, when training builds it
+        return self
 
     @field_validator("features")
     @classmethod

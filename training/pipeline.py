@@ -73,6 +73,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+TAG_MODEL = "prewarm.model."
+
 Progress = Callable[[str, int, int], None]
 FrameTransform = Callable[[pd.DataFrame], pd.DataFrame]
 
@@ -270,7 +272,7 @@ def run_training(
         champion_before=champion_before,
         fit_seconds=fit_seconds,
         run_name=run_name(clock()),
-        tags=skipped.tags(),
+        tags={**skipped.tags(), **served_tags(planner, config.model.name)},
     )
     run_id, version = log_run(client, experiment_id, record)
     log_measured(client, run_id, measured)
@@ -298,6 +300,15 @@ def run_training(
 
 
 # -- steps ---------------------------------------------------------------------------------
+
+
+def served_tags(planner: PrewarmModel, model_name: str) -> dict[str, str]:
+    """MLflow run tags ``prewarm.model.<workload>``: the registered models that forecast each
+    workload (the configured model, or what a combination chose for it). One short tag per
+    workload, so their size grows with the workloads only."""
+    return {
+        f"{TAG_MODEL}{name}": planner.served_by(name) or model_name for name in planner.workloads
+    }
 
 
 def learn_buffers(
@@ -408,11 +419,14 @@ def build_model(
 
 def model_params(config: TrainConfig) -> dict[str, Any]:
     """The configured model's parameters besides horizons and quantiles: its params, its
-    features when it takes them, and the evaluation seed unless a random state is set."""
+    features when it takes them, each workload's quantile when it selects a model per
+    workload (``taus``), and the evaluation seed unless a random state is set."""
     accepted = make_model(config.model.name).get_params()
     params = dict(config.model.params)
     if "features" in accepted:
         params["features"] = config.model.feature_config
+    if "taus" in accepted:
+        params["taus"] = {name: policy.tau for name, policy in config.policies.items()}
     if "random_state" in accepted and "random_state" not in params:
         params["random_state"] = config.evaluation.seed
     return params
