@@ -169,7 +169,7 @@ def load_datasets(
     short = (data_dir / SHORT.file).is_file() and not quick
     if traces is not None:
         present = [t for t in present if t.name in traces]
-        short = short and SHORT.name in traces
+        short = (data_dir / SHORT.file).is_file() and SHORT.name in traces
     elif quick:
         present = present[:QUICK_TRACES]
     elif missing:
