@@ -64,10 +64,19 @@ model version; ``prewarm serve`` plans with the registered ones and refuses a wo
 section here disagrees with them (settings left unset here defer to the registered ones).
 
 ``model``: ``name`` (registered forecast model, default ``lightgbm``); ``params`` (its
-constructor arguments); ``features`` (:class:`forecaster.features.FeatureConfig` fields);
-``quantiles`` (levels forecast; the backtest grid and every workload's quantile are added).
-Horizons are not configured: they are derived from each workload's cold start, decision
-delay and hold.
+constructor arguments, checked when the file is read); ``features``
+(:class:`forecaster.features.FeatureConfig` fields); ``quantiles`` (levels forecast; the
+backtest grid and every workload's quantile are added). Horizons are not configured: they are
+derived from each workload's cold start, decision delay and hold. ``name: auto`` selects one
+model per workload: ``params.candidates`` (registered single models, default ``[lightgbm,
+seasonal-naive-weekly, ewma, mstl]``) are fitted before the last ``params.validation_window``
+of each fold's training data (default one day, or a quarter of a shorter history) and the one
+with the lowest pinball loss there at the workload's quantile serves it, refitted on all of
+the training data; ``params.candidate_params`` (``{model: {argument: value}}``) sets their
+arguments. ``name: combination`` takes the same parameters and weighs the candidates per
+workload and quantile instead (non-negative weights summing to one, fitted by pinball loss on
+that window). The run tags ``prewarm.model.<workload>`` name each workload's model(s), as
+``prewarm serve``'s explain does (``servedBy``); see :mod:`forecaster.models.combination`.
 
 ``evaluation``: ``window`` (the recent window candidate and champion are compared on,
 ``1d``); ``folds`` (walk-forward folds of ``window`` each, the last one is the gate's, 1);

@@ -97,7 +97,9 @@ class Combination(BaseForecaster):
     candidate_params
         Candidate name -> its constructor arguments besides horizons and quantiles.
     features
-        Handed to the candidates that take declared features.
+        Handed to the candidates that take declared features; without such a candidate in
+        use, what serving keeps history for (``features_``: the default declaration's week
+        and a day when None).
     random_state
         Handed to the candidates that take a seed.
     max_origins
@@ -217,10 +219,11 @@ class Combination(BaseForecaster):
             names[k]: self._candidate(names[k]).fit(clean, **self._fit_columns()) for k in used
         }
         self.names_ = tuple(names)
-        features = [getattr(m, "features_", None) for m in self.models_.values()]
-        if any(f is not None for f in features):
-            # what serving keeps per series: the longest declared history of the candidates
-            self.features_ = next(f for f in features if f is not None)
+        # The history serving keeps per series follows the declared features: those of the
+        # boosting candidate in use, else the configured (or default) ones, a week and a day,
+        # which covers every baseline's season and scale window too.
+        declared = [m.features_ for m in self.models_.values() if hasattr(m, "features_")]
+        self.features_ = declared[0] if declared else (self.features or FeatureConfig())
         return self
 
     def _fit_columns(self) -> dict[str, Any]:

@@ -70,6 +70,8 @@ def test_the_gate_selects_the_planted_model_per_workload_and_tags_it(
     assert champion.version == result.version
     assert champion.model.served_by("chat") == "seasonal-naive-daily"
     assert champion.model.served_by("code") == "last-value"
+    # Serving keeps enough history for yesterday's value, though no boosting model is used.
+    assert champion.model.history_cells_needed > 86400 // STEP
 
 
 def test_a_single_model_run_tags_every_workload_with_it(store: dict[str, Any]) -> None:
