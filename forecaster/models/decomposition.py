@@ -1,9 +1,10 @@
 """Seasonal decomposition (MSTL style): a level plus fixed daily and weekly components.
 
-``fit`` splits each series into a trend (a centred moving mean), one additive component per
-season and a remainder, by alternating over the seasons a few times as MSTL does; each seasonal
-component is a profile indexed by the time of day (or of week), so it can be read at any future
-time. ``predict`` removes the learned profiles from the history, smooths what is left into a
+``fit`` splits each series into one additive component per season and a remainder, by
+alternating over the seasons a few times as MSTL does: a season's component is the mean, at
+each position of its period, of the series less the other components and less their centred
+moving mean over one period (which a full period of the season averages out). Each component
+is a profile indexed by the time of day (or of week), so it can be read at any future time. ``predict`` removes the learned profiles from the history, smooths what is left into a
 level at the origin (an EWMA, so only recent cells are needed) and adds the profile at the target
 time. Quantiles come from the empirical errors at each horizon, as for the baselines.
 """
@@ -52,8 +53,6 @@ class SeasonalDecomposition(PointBaseline):
     seasons
         Season lengths, shortest first (``1d`` and ``7d``: daily and weekly components). A season
         needs two full periods of a series' history; shorter histories leave it out.
-    trend_window
-        Width of the centred moving mean taken as the trend while the seasons are fitted.
     halflife
         Half-life of the EWMA of the deseasonalized history that gives the level at an origin.
     iterations
@@ -75,7 +74,6 @@ class SeasonalDecomposition(PointBaseline):
         horizons: Sequence[int] = (1,),
         quantiles: Sequence[float] = (0.1, 0.5, 0.9),
         seasons: Sequence[str] = ("1d", "7d"),
-        trend_window: str = "1d",
         halflife: str = "1h",
         iterations: int = 2,
         scale_window: str = "1d",
@@ -83,7 +81,6 @@ class SeasonalDecomposition(PointBaseline):
         self.horizons = horizons
         self.quantiles = quantiles
         self.seasons = seasons
-        self.trend_window = trend_window
         self.halflife = halflife
         self.iterations = iterations
         self.scale_window = scale_window
@@ -104,22 +101,18 @@ class SeasonalDecomposition(PointBaseline):
 
     def _fit_panel(self, panel: Panel) -> None:
         periods = self._periods(panel.step)
-        trend_cells = max(1, round(parse_duration(self.trend_window) / panel.step))
         self.profiles_: dict[str, list[np.ndarray]] = {}
         for s, values in enumerate(panel.values):
             seconds = panel.times(s, np.arange(len(values)))
             usable = [p for p in periods if len(values) >= MIN_PERIODS * p]
             slots = [_slots(seconds, panel.step, p) for p in usable]
-            trend = (
-                pd.Series(values).rolling(trend_cells, center=True, min_periods=1).mean().to_numpy()
-            )
             parts = [np.zeros(len(values)) for _ in usable]
             profiles = [np.zeros(p) for p in usable]
             for _ in range(self.iterations):
                 for i, period in enumerate(usable):
-                    others = sum(parts) - parts[i]
-                    residual = values - trend - others
-                    profiles[i] = season_profile(residual, slots[i], period)
+                    rest = values - (sum(parts) - parts[i])
+                    trend = pd.Series(rest).rolling(period, center=True, min_periods=period // 2)
+                    profiles[i] = season_profile(rest - trend.mean().to_numpy(), slots[i], period)
                     parts[i] = profiles[i][slots[i]]
             self.profiles_[panel.names[s]] = [
                 profiles[usable.index(p)] if p in usable else np.zeros(p) for p in periods
