@@ -4,8 +4,9 @@
 alternating over the seasons a few times as MSTL does: a season's component is the mean, at
 each position of its period, of the series less the other components and less their centred
 moving mean over one period (which a full period of the season averages out). Each component
-is a profile indexed by the time of day (or of week), so it can be read at any future time. ``predict`` removes the learned profiles from the history, smooths what is left into a
-level at the origin (an EWMA, so only recent cells are needed) and adds the profile at the target
+is a profile indexed by the time of day (or of week), so it can be read at any future time.
+``predict`` removes the learned profiles from the history, smooths what is left into a level
+at the origin (an EWMA, so only recent cells are needed) and adds the profile at the target
 time. Quantiles come from the empirical errors at each horizon, as for the baselines.
 """
 
