@@ -286,7 +286,14 @@ class Combination(BaseForecaster):
             columns={c.time_col: "target_time", c.target_col: "actual"}
         )
         out = merged.merge(actual, on=[c.id_col, "target_time"], how="inner")
-        return out[np.isfinite(out["actual"].to_numpy(dtype=float))]
+        values = out.drop(columns=[c.id_col, "target_time", *KEYS]).to_numpy(dtype=float)
+        out = out[np.isfinite(values).all(axis=1)]  # an unobserved target or no forecast
+        if out.empty:
+            raise NotEnoughHistoryError(
+                f"no target observed in the combination's validation window ({cut} on) with a "
+                "forecast of every candidate"
+            )
+        return out
 
     def _series_weights(self, series: str, part: pd.DataFrame, names: list[str]) -> np.ndarray:
         """Weights of series ``series``: candidates x quantiles."""
@@ -342,7 +349,9 @@ class Combination(BaseForecaster):
         levels = [quantile_column(q) for q in self.quantiles]
         combined = np.zeros((len(first), len(levels)))
         for name, forecast in forecasts.items():
-            combined += weights[rows, index[name], :] * forecast[levels].to_numpy(dtype=float)
+            w = weights[rows, index[name], :]
+            # a candidate weighed 0 for a series adds nothing, not even its NaN
+            combined += np.where(w > 0, w * forecast[levels].to_numpy(dtype=float), 0.0)
         out = first.copy()
         out[levels] = np.sort(np.clip(combined, 0.0, None), axis=1)
         return out

@@ -128,6 +128,13 @@ def test_a_validation_window_longer_than_the_history_is_refused() -> None:
         combination(validation_window="7d").fit(daily(days=3, seed=0, series="s"))
 
 
+def test_a_validation_window_with_nothing_observed_is_refused() -> None:
+    frame = daily(days=4, seed=0, series="s")
+    frame.loc[frame["timestamp"] >= frame["timestamp"].max() - pd.Timedelta("1d"), "value"] = None
+    with pytest.raises(NotEnoughHistoryError, match="no target observed in the combination's"):
+        combination().fit(frame)
+
+
 @pytest.mark.parametrize(
     ("params", "match"),
     [
