@@ -285,9 +285,9 @@ class Combination(BaseForecaster):
         actual = clean[[c.id_col, c.time_col, c.target_col]].rename(
             columns={c.time_col: "target_time", c.target_col: "actual"}
         )
-        out = merged.merge(actual, on=[c.id_col, "target_time"], how="inner")
-        values = out.drop(columns=[c.id_col, "target_time", *KEYS]).to_numpy(dtype=float)
-        out = out[np.isfinite(values).all(axis=1)]  # an unobserved target or no forecast
+        joined = merged.merge(actual, on=[c.id_col, "target_time"], how="inner")
+        numbers = joined.drop(columns=[c.id_col, "target_time", *KEYS]).to_numpy(dtype=float)
+        out = joined.loc[np.isfinite(numbers).all(axis=1)]  # no target observed, or no forecast
         if out.empty:
             raise NotEnoughHistoryError(
                 f"no target observed in the combination's validation window ({cut} on) with a "
