@@ -84,7 +84,8 @@ the empirical coverage of each workload's quantile may fall, 0.1).
 ``mlflow``: ``tracking_uri`` (default ``sqlite:///mlflow.db``; ``PREWARM_MLFLOW_TRACKING_URI``
 and ``--tracking-uri`` override it); ``experiment`` (``prewarm``); ``registered_model``
 (``prewarm-forecaster``); ``artifact_location`` (default ``./mlartifacts`` beside a SQLite
-store).
+store); ``plotted_workloads`` (how many workloads get figures in a run, the costliest at the
+SLO first, 20: drawing them costs about a second each; every workload's metrics are logged).
 
 ``serving`` (read by ``prewarm serve``): ``refresh_interval`` (``15s``), ``max_staleness``
 (``2m``, at least ``refresh_interval``; loading warns, in ``train`` as in ``serve``, when it is
@@ -779,6 +780,11 @@ class MlflowConfig(_Strict):
     )
     artifact_location: str | None = Field(
         default=None, description="Artifact root of a new experiment (default ./mlartifacts)."
+    )
+    plotted_workloads: int = Field(
+        default=20,
+        ge=0,
+        description="Workloads whose figures a run logs: the costliest at the SLO.",
     )
 
 
