@@ -72,7 +72,9 @@ delay and hold.
 ``evaluation``: ``window`` (the recent window candidate and champion are compared on,
 ``1d``); ``folds`` (walk-forward folds of ``window`` each, the last one is the gate's, 1);
 ``train_window`` (history each fold's model is fitted on, ``14d``); ``policies`` (simulated
-in the backtest, default reactive and predictive); ``seed``.
+in the backtest, default reactive and predictive); ``seed``; ``scored_workloads`` (at most
+this many workloads are scored and gated per fold, 200: a larger fleet is sampled evenly
+over tiers and mean demand, named in the run's ``gate.json``; ``null`` scores every one).
 
 ``validation``: ``min_history`` (``2d``), ``max_gap_fraction`` (0.2), ``dead_window`` (a
 series whose last ``dead_window`` is all zero or missing is dead, ``6h``).
@@ -723,6 +725,11 @@ class EvaluationConfig(_Strict):
         default=("reactive", "predictive"), description="Policies simulated in the backtest."
     )
     seed: int = Field(default=0, description="Seed of the model and of cold-start draws.")
+    scored_workloads: int | None = Field(
+        default=200,
+        ge=1,
+        description="Workloads each fold scores (a sample over tiers and sizes); null: all.",
+    )
 
     @field_validator("policies")
     @classmethod

@@ -331,7 +331,13 @@ def log_run(client: MlflowClient, experiment_id: str, record: TrainingRecord) ->
                 "data/window.json",
             )
             mlflow.log_dict(
-                {"summary": decision.summary(), "reasons": list(decision.reasons)}, "gate.json"
+                {
+                    "summary": decision.summary(),
+                    "reasons": list(decision.reasons),
+                    "workloads": len(config.workloads),
+                    "scored": sorted(score.workloads),
+                },
+                "gate.json",
             )
             _log_figures(config, score)
             output = planner.predict(None, example)
@@ -413,7 +419,7 @@ def _window(
 
 
 def plotted_workloads(config: TrainConfig, score: ModelScore) -> list[str]:
-    """The workloads a run draws figures of: at most ``mlflow.plotted_workloads``.
+    """The scored workloads a run draws figures of: at most ``mlflow.plotted_workloads``.
 
     Drawing costs about a second per workload (the backtest day re-simulates every policy),
     so a large fleet gets figures of the workloads an analyst looks at first: those whose gate
@@ -425,7 +431,7 @@ def plotted_workloads(config: TrainConfig, score: ModelScore) -> list[str]:
         cost = score.workloads[name].costs.get(config.gate.policy)
         return (cost is not None, -(cost or 0.0), name)
 
-    names = sorted((w.name for w in config.workloads), key=rank)
+    names = sorted(score.workloads, key=rank)
     return sorted(names[: config.mlflow.plotted_workloads])
 
 
