@@ -81,7 +81,9 @@ that window). The run tags ``prewarm.model.<workload>`` name each workload's mod
 ``evaluation``: ``window`` (the recent window candidate and champion are compared on,
 ``1d``); ``folds`` (walk-forward folds of ``window`` each, the last one is the gate's, 1);
 ``train_window`` (history each fold's model is fitted on, ``14d``); ``policies`` (simulated
-in the backtest, default reactive and predictive); ``seed``.
+in the backtest, default reactive and predictive); ``seed``; ``scored_workloads`` (at most
+this many workloads are scored and gated per fold, 200: a larger fleet is sampled evenly
+over tiers and mean demand, named in the run's ``gate.json``; ``null`` scores every one).
 
 ``validation``: ``min_history`` (``2d``), ``max_gap_fraction`` (0.2), ``dead_window`` (a
 series whose last ``dead_window`` is all zero or missing is dead, ``6h``).
@@ -93,7 +95,8 @@ the empirical coverage of each workload's quantile may fall, 0.1).
 ``mlflow``: ``tracking_uri`` (default ``sqlite:///mlflow.db``; ``PREWARM_MLFLOW_TRACKING_URI``
 and ``--tracking-uri`` override it); ``experiment`` (``prewarm``); ``registered_model``
 (``prewarm-forecaster``); ``artifact_location`` (default ``./mlartifacts`` beside a SQLite
-store).
+store); ``plotted_workloads`` (how many workloads get figures in a run, the costliest at the
+SLO first, 20: drawing them costs about a second each; every workload's metrics are logged).
 
 ``serving`` (read by ``prewarm serve``): ``refresh_interval`` (``15s``), ``max_staleness``
 (``2m``, at least ``refresh_interval``; loading warns, in ``train`` as in ``serve``, when it is
@@ -743,6 +746,11 @@ class EvaluationConfig(_Strict):
         default=("reactive", "predictive"), description="Policies simulated in the backtest."
     )
     seed: int = Field(default=0, description="Seed of the model and of cold-start draws.")
+    scored_workloads: int | None = Field(
+        default=200,
+        ge=1,
+        description="Workloads each fold scores (a sample over tiers and sizes); null: all.",
+    )
 
     @field_validator("policies")
     @classmethod
@@ -800,6 +808,11 @@ class MlflowConfig(_Strict):
     )
     artifact_location: str | None = Field(
         default=None, description="Artifact root of a new experiment (default ./mlartifacts)."
+    )
+    plotted_workloads: int = Field(
+        default=20,
+        ge=0,
+        description="Workloads whose figures a run logs: the costliest at the SLO.",
     )
 
 

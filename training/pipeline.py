@@ -52,7 +52,7 @@ from training.folds import EvaluationFolds
 from training.gate import GateDecision, decide
 from training.measured import log_measured, resolve_measured
 from training.registry import CHAMPION, champion_version, load_model_version
-from training.scoring import ModelScore, score_model
+from training.scoring import ModelScore, score_model, scored_sample
 from training.settings import resolve_tracking_uri
 from training.skipping import Skipped, check_each, pull_each
 from training.sources import FetchedHistory, HistorySource, make_source
@@ -222,6 +222,13 @@ def run_training(
             champion_before, None, data_fp, message,
         )  # fmt: skip
 
+    scored = scored_sample(policies, frame, config.evaluation.scored_workloads)
+    if len(scored) < len(policies):
+        logger.info(
+            "scoring %d of %d workloads per fold (evaluation.scored_workloads)",
+            len(scored), len(policies), extra={"scored": len(scored)},
+        )  # fmt: skip
+    gated = {name: policies[name] for name in scored}
     folds = _fold_times(frame, step, config)
     scores: list[ModelScore] = []
     candidate: BaseForecaster | None = None
@@ -234,14 +241,14 @@ def run_training(
         fit_seconds += time.perf_counter() - began
         context = _context_start(candidate, frame, fold_start, step)
         part = _cells(frame, context, fold_end)
-        scores.append(_score(config, policies, candidate, part, fold_start))
+        scores.append(_score(config, gated, candidate, part, fold_start))
     assert candidate is not None
     score = scores[-1]
     gate_start = folds[-1][1]
 
     tick("score the champion")
     champion_score, champion_note = _score_champion(
-        config, policies, name, champion_before, uri, frame, gate_start, step
+        config, gated, name, champion_before, uri, frame, gate_start, step
     )
     decision = decide(score, champion_score, config.gate)
     if champion_note:
@@ -472,10 +479,10 @@ def _score(
     frame: pd.DataFrame,
     start: pd.Timestamp,
 ) -> ModelScore:
-    names = set(frame["series"].astype(str))
+    names = set(frame["series"].astype(str)) & set(policies)
     return score_model(
         model,
-        frame,
+        frame[frame["series"].isin(list(names))],
         start,
         {name: policy for name, policy in policies.items() if name in names},
         policies=config.scored_policies,
@@ -502,7 +509,7 @@ def _score_champion(
         logger.warning("champion cannot be loaded: %s", exc, extra={"model_version": version})
         return None, f"champion v{version} cannot be loaded ({exc}); judged on the guardrail"
     model = champion.model
-    common = sorted(set(model.workloads) & {w.name for w in config.workloads})
+    common = sorted(set(model.workloads) & set(policies))
     problem = ""
     if model.step != step:
         problem = f"its step is {model.step}s, the data's {step}s"
