@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -73,7 +74,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-TAG_MODEL = "prewarm.model."
+TAG_MODEL, TAG_MODELS = "prewarm.model.", "prewarm.models"
+# Per-workload model tags at most, and the summary tag's length (MLflow takes 8000 characters).
+MODEL_TAGS, TAG_CHARS = 100, 5000
 
 Progress = Callable[[str, int, int], None]
 FrameTransform = Callable[[pd.DataFrame], pd.DataFrame]
@@ -310,12 +313,19 @@ def run_training(
 
 
 def served_tags(planner: PrewarmModel, model_name: str) -> dict[str, str]:
-    """MLflow run tags ``prewarm.model.<workload>``: the registered models that forecast each
-    workload (the configured model, or what a combination chose for it). One short tag per
-    workload, so their size grows with the workloads only."""
-    return {
-        f"{TAG_MODEL}{name}": planner.served_by(name) or model_name for name in planner.workloads
-    }
+    """MLflow run tags naming the registered models that forecast each workload (the
+    configured model, or what a selection or combination chose for it).
+
+    ``prewarm.models`` counts the workloads per (leading) model, e.g. ``lightgbm 812, mstl
+    150`` (ties in the order of the workloads' names); ``prewarm.model.<workload>`` names each
+    of the first :data:`MODEL_TAGS` workloads' (by name), so a fleet's tags stay bounded
+    (explain names every workload's).
+    """
+    served = {name: planner.served_by(name) or model_name for name in planner.workloads}
+    leading = Counter(text.split(" ")[0] for text in served.values())
+    summary = ", ".join(f"{name} {n}" for name, n in leading.most_common())
+    tags = {f"{TAG_MODEL}{name}": served[name] for name in sorted(served)[:MODEL_TAGS]}
+    return {TAG_MODELS: summary[:TAG_CHARS], **tags}
 
 
 def learn_buffers(

@@ -21,7 +21,7 @@ from mlflow import MlflowClient
 from forecaster.exceptions import ConfigError
 from tests.integration.test_train_mlflow import config
 from training.config import parse_config
-from training.pipeline import Outcome, run_training
+from training.pipeline import MODEL_TAGS, Outcome, run_training, served_tags
 from training.registry import load_champion
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -65,6 +65,7 @@ def test_the_gate_selects_the_planted_model_per_workload_and_tags_it(
     tags = MlflowClient(store["uri"]).get_run(result.run_id).data.tags
     assert tags["prewarm.model.chat"] == "seasonal-naive-daily"
     assert tags["prewarm.model.code"] == "last-value"
+    assert tags["prewarm.models"] == "seasonal-naive-daily 1, last-value 1"  # ties by name
 
     champion = load_champion("e2e-forecaster", store["uri"])
     assert champion.version == result.version
@@ -79,6 +80,7 @@ def test_a_single_model_run_tags_every_workload_with_it(store: dict[str, Any]) -
     result = run_training(parse_config(config(store, model)), tracking_uri=store["uri"])
     tags = MlflowClient(store["uri"]).get_run(result.run_id).data.tags
     assert (tags["prewarm.model.chat"], tags["prewarm.model.code"]) == ("ewma", "ewma")
+    assert tags["prewarm.models"] == "ewma 2"
     assert result.model is not None and result.model.served_by("chat") is None
 
 
@@ -95,3 +97,16 @@ def test_a_bad_selection_is_refused_when_the_config_is_read(
 ) -> None:
     with pytest.raises(ConfigError, match=match):
         parse_config(config(store, {"name": "auto", "params": params}))
+
+
+def test_a_fleet_gets_a_bounded_number_of_model_tags() -> None:
+    from forecaster.models import make_model
+    from forecaster.workload import WorkloadPolicy, WorkloadSpec
+    from training.pyfunc import PrewarmModel
+
+    spec = WorkloadSpec(capacity_per_replica=1.0, cold_start=60.0)
+    policies = {f"w{i:03d}": WorkloadPolicy(spec) for i in range(MODEL_TAGS + 50)}
+    tags = served_tags(PrewarmModel(make_model("ewma"), policies), "ewma")
+    assert tags["prewarm.models"] == f"ewma {MODEL_TAGS + 50}"
+    per_workload = sorted(k for k in tags if k.startswith("prewarm.model."))
+    assert per_workload == [f"prewarm.model.w{i:03d}" for i in range(MODEL_TAGS)]
