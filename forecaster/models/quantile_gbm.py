@@ -156,9 +156,6 @@ class QuantileGradientBoosting(BaseForecaster):
         self.features_ = self.features or FeatureConfig()
         origins = self._training_origins(panel, self.horizons)
         train, calibration = self._split(panel, origins)
-        train = self._bounded(train)
-        if calibration is not None:
-            calibration = self._bounded(calibration)
         matrix = build_features(panel, train, self.horizons, self.features_, self._codes(panel))
         ratio = target_values(panel, matrix) / matrix.scale - self._anchor(matrix)
         rows = np.flatnonzero(np.isfinite(ratio))
@@ -190,22 +187,6 @@ class QuantileGradientBoosting(BaseForecaster):
             self.calibrator_ = ConformalCalibrator(self.quantiles).fit(
                 actual[order], raw, cal.horizon[order]
             )
-
-    def _bounded(self, origins: list[np.ndarray]) -> list[np.ndarray]:
-        """At most ``max_train_rows`` rows' worth of origins over every series, drawn without
-        replacement (seeded), before their features are built: a large fleet's training and
-        calibration matrices, not only the fit, stay bounded. Within the bound, all are kept."""
-        budget = max(1, self.max_train_rows // len(self.horizons))
-        total = sum(len(cells) for cells in origins)
-        if total <= budget:
-            return origins
-        rng = np.random.default_rng([self.random_state, 1])  # apart from the rows' sample
-        keep = np.zeros(total, dtype=bool)
-        keep[rng.choice(total, budget, replace=False)] = True
-        bounds = np.cumsum([0, *(len(cells) for cells in origins)])
-        return [
-            cells[keep[a:b]] for cells, a, b in zip(origins, bounds[:-1], bounds[1:], strict=True)
-        ]
 
     def _split(
         self, panel: Panel, origins: Sequence[np.ndarray]
