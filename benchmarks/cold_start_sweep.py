@@ -113,6 +113,8 @@ def where_it_stops(verdicts: Mapping[int, str]) -> str:
     'pays from a 5m cold start up; does not pay at 1m and below'
     >>> where_it_stops({5: "pays", 300: "does not pay"})
     'pays at 5s; does not pay at 5m'
+    >>> where_it_stops({5: "does not pay", 120: "pays", 300: NONE_MEETS})
+    'pays at 2m; does not pay at 5s and below; neither reactive nor prediction meets the SLO at 5m'
     """
     ordered = sorted(verdicts)
     paying = [c for c in ordered if verdicts[c] == PAYS]
@@ -122,9 +124,15 @@ def where_it_stops(verdicts: Mapping[int, str]) -> str:
         return "does not pay at any cold start swept (" + _grouped(verdicts) + ")"
     if losing and max(losing) > min(paying):
         return _grouped(verdicts)
+    # "From X up" only where every longer cold start pays too: else the ones that do.
+    upward = all(verdicts[c] == PAYS for c in ordered if c >= min(paying))
+    head = (
+        f"pays from a {duration_text(min(paying))} cold start up"
+        if upward
+        else "pays at " + ", ".join(map(duration_text, paying))
+    )
     if losing:
-        text = f"pays from a {duration_text(min(paying))} cold start up; does not pay at "
-        text += f"{duration_text(max(losing))} and below"
+        text = f"{head}; does not pay at {duration_text(max(losing))} and below"
     else:
         text = "pays at every cold start swept where either side meets the SLO"
     if neither:

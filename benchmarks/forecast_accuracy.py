@@ -3,7 +3,8 @@
 Run (needs the ``bench`` extra: ``pip install -e '.[dev,bench]'``)::
 
     .venv/bin/python benchmarks/forecast_accuracy.py [--data-dir ../shared/data]
-        [--out benchmarks/results] [--models a,b] [--peers a,b] [--quick] [--no-scenarios]
+        [--out benchmarks/results] [--models a,b] [--peers a,b] [--traces a,b] [--quick]
+        [--no-scenarios]
 
 For each of the five demand-like traces of the data directory (see its README) and the two
 synthetic scenarios, every registered prewarm model and every peer (:mod:`benchmarks.peers`)
@@ -19,6 +20,11 @@ hold past the lead): the window columns score the forecast a capacity plan sizes
 ``target: window`` model's window forecast, else the largest of its per-horizon quantiles, as
 prewarm plans without one and as a peer's forecasts would be planned on) against the largest
 demand of the window.
+
+The short trace (:data:`SHORT`, an hour of LLM arrivals counted per second) runs with its own
+settings: the last 20 minutes scored 30 seconds ahead, refit every 5 minutes on all data
+before, a 10-second hold; it is reported beside the others and left out of the target, which
+is about days.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.peers import PEERS, make_peer
-from benchmarks.traces import TRACES
+from benchmarks.traces import TRACES, chosen_traces
 from forecaster.evaluation import RollingOrigin, evaluate
 from forecaster.frame import regularize, validate_frame
 from forecaster.models import MODELS, make_model
@@ -66,6 +72,24 @@ BASELINE_RIVALS = ("seasonal-naive-daily", "seasonal-naive-weekly", "ewma")
 COVERAGE_BAND = (0.85, 0.95)
 TARGET_WINS = 4
 LEVELS = tuple(f"{q:g}" for q in DEFAULT_QUANTILES)
+COMBINED = ("combination", "auto", "mstl")  # compared with TARGET_MODEL trace by trace
+
+
+@dataclass(frozen=True)
+class ShortTrace:
+    """A trace of hours at a step of seconds, scored on its own (short) windows."""
+
+    name: str
+    file: str
+    horizon_seconds: int
+    eval_seconds: int
+    refit_seconds: int
+    hold_seconds: int
+
+
+SHORT = ShortTrace(
+    "azure_llm_conv_requests_1s", "azure_llm_conv_requests_1s.csv", 30, 1200, 300, 10
+)
 
 
 NOTES = (
@@ -105,11 +129,21 @@ NOTES = (
     "calibration on the last 3 days of each refit's training data; nothing is tuned per trace.",
     "Window columns: every contender forecasts each horizon of [t + {horizon_min} min, t + "
     "{window_end_min} min] (the lead plus a {hold_min}-minute hold; 2..4 cells of 5-minute data, "
-    "1..2 of 30-minute data) on the same folds. `win pinball` and `win cov` score the forecast a "
+    f"1..2 of 30-minute data; a {SHORT.hold_seconds} s hold on {SHORT.name}) on the same folds. "
+    "`win pinball` and `win cov` score the forecast a "
     "plan over that window sizes for, against the largest demand in it: the window target of a "
-    "`target: window` model (`lightgbm-window`), else the largest of the per-horizon quantiles "
-    "(prewarm's plan without one, and a peer's forecasts planned the same way). Origins whose "
-    "window runs past the data are not window-scored.",
+    "`target: window` model (`lightgbm-window`, `lightgbm-window-shift`), else the largest of "
+    "the per-horizon quantiles (prewarm's plan without one, and a peer's forecasts planned the "
+    "same way). Origins whose window runs past the data are not window-scored.",
+    "`combination` weighs LightGBM, seasonal naive (weekly), EWMA and `mstl` per series and "
+    "quantile by pinball loss on the last day of each refit's training data (a quarter of it "
+    "on the short trace), the candidates fitted before that day; `auto` picks the one with the "
+    "lowest mean pinball there. Both then refit the candidates they use on all of the "
+    "training data. `mstl` is prewarm's own daily/weekly decomposition with an EWMA level.",
+    f"{SHORT.name}: one hour at 1-second steps; the last {SHORT.eval_seconds // 60} minutes "
+    f"are scored {SHORT.horizon_seconds} s ahead, refit every {SHORT.refit_seconds // 60} "
+    "minutes on all data before (about 40 minutes at the first refit). No daily season: MASE "
+    "is undefined there.",
     "fit/predict seconds are wall-clock totals over all refits on a shared 2-core machine, "
     "with every OpenMP/BLAS pool limited to one thread (scikit-learn's HistGradientBoosting "
     "fitted 5x slower with two threads competing for a busy machine).",
@@ -132,30 +166,52 @@ class Dataset:
     frame: pd.DataFrame
     step: int
     source: str
+    horizon_seconds: int = HORIZON_SECONDS
+    eval_seconds: float | None = None  # None: the run's eval_days
+    refit_seconds: int = REFIT_EVERY_SECONDS
+    hold_seconds: int = HOLD_SECONDS
 
 
 Factory = Callable[..., Any]
 Progress = Callable[[str, int, int], None]
 
 
-def load_datasets(data_dir: Path, *, quick: bool, scenarios: bool) -> list[Dataset]:
-    """The real traces of ``data_dir`` and the synthetic scenarios.
+def load_datasets(
+    data_dir: Path, *, quick: bool, scenarios: bool, traces: Sequence[str] | None = None
+) -> list[Dataset]:
+    """The real traces of ``data_dir``, the short trace and the synthetic scenarios.
 
-    The full run needs all five traces; ``quick`` takes the first two that are present.
+    The full run needs all five traces; ``quick`` takes the first two that are present;
+    ``traces`` names the ones to run (the short trace included).
     """
     present = [t for t in TRACES if (data_dir / t.file).is_file()]
     missing = [t.file for t in TRACES if t not in present]
-    if quick:
+    short = (data_dir / SHORT.file).is_file() and not quick
+    if traces is not None:
+        present = [t for t in present if t.name in traces]
+        short = (data_dir / SHORT.file).is_file() and SHORT.name in traces
+    elif quick:
         present = present[:QUICK_TRACES]
     elif missing:
         raise SystemExit(f"missing traces in {data_dir}: {', '.join(missing)}")
-    if not present and not scenarios:
+    if not present and not short and not scenarios:
         raise SystemExit(f"no trace of {[t.file for t in TRACES]} found in {data_dir}")
     datasets = []
     for trace in present:
         history = load_history(data_dir / trace.file, value_col=trace.value_col)
         source = trace.file + (f" (column {trace.value_col})" if trace.value_col else "")
         datasets.append(Dataset(trace.name, "real", history.frame, history.step, source))
+    if short:
+        history = load_history(data_dir / SHORT.file)
+        windows = (
+            SHORT.horizon_seconds,
+            SHORT.eval_seconds,
+            SHORT.refit_seconds,
+            SHORT.hold_seconds,
+        )
+        datasets.append(
+            Dataset(SHORT.name, "short", history.frame, history.step, SHORT.file, *windows)
+        )
     if scenarios:
         for name, make in SCENARIOS.items():
             raw = make(SCENARIO_DAYS, SCENARIO_STEP, SCENARIO_SEED)
@@ -167,10 +223,11 @@ def load_datasets(data_dir: Path, *, quick: bool, scenarios: bool) -> list[Datas
 
 def splitter_for(dataset: Dataset, eval_days: float) -> RollingOrigin:
     """The folds ``prewarm evaluate`` would use on this dataset."""
+    seconds = eval_days * 86400 if dataset.eval_seconds is None else dataset.eval_seconds
     return RollingOrigin(
-        horizon=horizon_cells(HORIZON_SECONDS, dataset.step),
-        eval_cells=round(eval_days * 86400 / dataset.step),
-        refit_every=max(1, round(REFIT_EVERY_SECONDS / dataset.step)),
+        horizon=horizon_cells(dataset.horizon_seconds, dataset.step),
+        eval_cells=round(seconds / dataset.step),
+        refit_every=max(1, round(dataset.refit_seconds / dataset.step)),
     )
 
 
@@ -183,7 +240,7 @@ def evaluate_dataset(
     """Score every contender on ``dataset``; a contender that fails is reported, not fatal."""
     splitter = splitter_for(dataset, eval_days)
     cells = splitter.horizon
-    window = window_cells(HORIZON_SECONDS, HOLD_SECONDS, dataset.step)
+    window = window_cells(dataset.horizon_seconds, dataset.hold_seconds, dataset.step)
     report: dict[str, Any] = {
         "kind": dataset.kind,
         "source": dataset.source,
@@ -321,8 +378,8 @@ def table_rows(datasets: dict[str, dict[str, Any]]) -> list[tuple[list[str], set
         for model, e in data["models"].items():
             head = [
                 name,
-                f"{data['step_seconds'] // 60} min",
-                f"{data['horizon_seconds'] // 60} min ({data['horizon_cells']} cell"
+                _span(data["step_seconds"]),
+                f"{_span(data['horizon_seconds'])} ({data['horizon_cells']} cell"
                 f"{'s' if data['horizon_cells'] > 1 else ''})",
                 model if e["kind"] == "prewarm" else f"{model} (peer)",
             ]
@@ -347,6 +404,26 @@ def table_rows(datasets: dict[str, dict[str, Any]]) -> list[tuple[list[str], set
                     marks,
                 )
             )
+    return out
+
+
+def _span(seconds: int) -> str:
+    return f"{seconds // 60} min" if seconds >= 60 else f"{seconds} s"
+
+
+def combined_rows(datasets: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Trace -> model of :data:`COMBINED` -> its pinball loss at q0.9 over LightGBM's."""
+    out: dict[str, dict[str, float]] = {}
+    for name, data in datasets.items():
+        models = data["models"]
+        target = models.get(TARGET_MODEL)
+        if target is None or not _ok(target) or not target["pinball"]["0.9"]:
+            continue
+        out[name] = {
+            m: models[m]["pinball"]["0.9"] / target["pinball"]["0.9"]
+            for m in COMBINED
+            if m in models and _ok(models[m])
+        }
     return out
 
 
@@ -412,7 +489,23 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{'yes' if row['beats_all'] else 'no'} | {row['coverage_0.9']:.3f} | "
             f"{'yes' if row['coverage_ok'] else 'no'} |"
         )
-    lines += ["", f"**{verdict['text']}**", "", "## Notes", ""]
+    lines += ["", f"**{verdict['text']}**", ""]
+    ratios = combined_rows(report["datasets"])
+    if ratios:
+        present = [m for m in COMBINED if any(m in r for r in ratios.values())]
+        lines += [
+            "## Combinations beside LightGBM",
+            "",
+            "Pinball loss at q0.9 over LightGBM's on the same trace (below 1: better).",
+            "",
+            "| trace | " + " | ".join(present) + " |",
+            "|---|" + "---:|" * len(present),
+        ]
+        for name, row in ratios.items():
+            cells = [f"{row[m]:.3f}" if m in row else "" for m in present]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += ["## Notes", ""]
     lines += [f"- {note}" for note in report["notes"]]
     lines += [
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()) + ".",
@@ -454,6 +547,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--peers", help=f"peers (default all: {','.join(PEERS)}; empty string for none)"
     )
     parser.add_argument(
+        "--traces",
+        help="comma-separated trace names to run (default: all; the target needs all five)",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help=f"smoke run: {QUICK_EVAL_DAYS:g} day of origins, first {QUICK_TRACES} traces",
@@ -464,7 +561,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=True,
         help="also evaluate the synthetic scenarios",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    names = [*(t.name for t in TRACES), SHORT.name]
+    args.traces = chosen_traces(parser, names, args.traces) if args.traces else None
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -486,7 +586,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     eval_days = QUICK_EVAL_DAYS if args.quick else EVAL_DAYS
     started = time.perf_counter()
-    datasets = load_datasets(args.data_dir, quick=args.quick, scenarios=args.scenarios)
+    datasets = load_datasets(
+        args.data_dir, quick=args.quick, scenarios=args.scenarios, traces=args.traces
+    )
     console = Console()
     if not console.is_terminal:  # a log file: do not squeeze the table into 80 columns
         console = Console(width=200)

@@ -34,8 +34,7 @@ if TYPE_CHECKING:
 Kind = Literal["hpa", "keda"]
 # The Service of deploy/base/serve-service.yaml: where KEDA reaches prewarm's JSON endpoint,
 # and its gRPC external scaler.
-SERVE_URL = "https://prewarm-serve.prewarm.svc:443"
-SCALER_ADDRESS = "prewarm-serve.prewarm.svc.cluster.local:9000"
+SERVE_SERVICE = "prewarm-serve"  # deploy/base/serve-service.yaml; shard K of N: prewarm-serve-K
 # The forecast metric whose target the backtest simulates (demand per replica at the forecast
 # path's utilization); serving/wire/k8s.py serves it, selected by the workload label.
 FORECAST_METRIC = "prewarm_forecast_demand"
@@ -51,6 +50,7 @@ class Wiring:
 
     namespace: str
     demand_metric: str
+    service: str = SERVE_SERVICE  # the Service of the `prewarm serve` that holds the workload
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,11 @@ def scaled_object(
                 }
             },
             "triggers": [
-                _push_trigger(name) if wakes else _forecast_trigger(name, forecast_target),
+                (
+                    _push_trigger(name, wiring.service)
+                    if wakes
+                    else _forecast_trigger(name, forecast_target, wiring.service)
+                ),
                 {
                     "type": "prometheus",
                     "metricType": "AverageValue",
@@ -214,12 +218,12 @@ def scaled_object(
     }
 
 
-def _forecast_trigger(name: str, forecast_target: float) -> dict[str, Any]:
+def _forecast_trigger(name: str, forecast_target: float, service: str) -> dict[str, Any]:
     return {
         "type": "metrics-api",
         "metricType": "AverageValue",
         "metadata": {
-            "url": f"{SERVE_URL}/v1/workloads/{name}/forecast",
+            "url": f"https://{service}.prewarm.svc:443/v1/workloads/{name}/forecast",
             "format": "json",
             "valueLocation": "forecastDemand",
             "targetValue": _decimal(forecast_target),
@@ -229,13 +233,13 @@ def _forecast_trigger(name: str, forecast_target: float) -> dict[str, Any]:
     }
 
 
-def _push_trigger(name: str) -> dict[str, Any]:
+def _push_trigger(name: str, service: str) -> dict[str, Any]:
     """prewarm's gRPC scaler: ``GetMetricSpec`` answers the registered forecast target."""
     return {
         "type": "external-push",
         "metricType": "AverageValue",
         "metadata": {
-            "scalerAddress": SCALER_ADDRESS,
+            "scalerAddress": f"{service}.prewarm.svc.cluster.local:9000",
             "workload": name,
             "metric": "forecast_demand",
             "activationThreshold": "0",
@@ -305,13 +309,24 @@ def header(name: str, policy: WorkloadPolicy, origin: str, kind: Kind) -> str:
 
 
 def render(
-    config: TrainConfig, policies: Policies, kind: Kind, demand_metric: str
+    config: TrainConfig, policies: Policies, kind: Kind, demand_metric: str, shards: int = 1
 ) -> dict[str, str]:
     """File name -> YAML text, one file per workload, each in the workload's namespace (the
-    only one under which prewarm serves its metric)."""
+    only one under which prewarm serves its metric); with ``shards`` > 1, each KEDA trigger
+    reads the Service of the shard that holds its workload (``prewarm-serve-K``)."""
     from forecaster.exceptions import ConfigError
+    from serving.shards import shard_of
     from training.config import PrometheusSourceConfig
     from training.redaction import redact
+
+    if shards < 1:
+        raise ConfigError(f"`--shards` is at least 1, got {shards}")
+    if kind == "hpa" and shards > 1:
+        raise ConfigError(
+            "`--shards` routes each KEDA trigger to its shard's Service; the HPA reads the "
+            "cluster's one External Metrics API Service, which cannot be sharded: use "
+            "`--kind keda`, or serve the HPA's workloads unsharded"
+        )
 
     if kind == "keda" and not isinstance(config.source, PrometheusSourceConfig):
         raise ConfigError(
@@ -329,7 +344,10 @@ def render(
     files = {}
     for workload in config.workloads:
         policy = policies.by_workload[workload.name]
-        wiring = Wiring(workload.namespace, demand_metric)
+        service = SERVE_SERVICE
+        if shards > 1:
+            service = f"{SERVE_SERVICE}-{shard_of(workload.name, shards)}"
+        wiring = Wiring(workload.namespace, demand_metric, service)
         if kind == "hpa":
             document = hpa_manifest(workload.name, policy, wiring)
             suffix = "hpa"
@@ -374,12 +392,21 @@ def render(
     show_default=True,
     help="Custom metric (custom.metrics.k8s.io, on each Deployment) of the demand (--kind hpa).",
 )
+@click.option(
+    "--shards",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Serving shards (`prewarm serve --shard K/N`): each KEDA trigger reads the Service "
+    "prewarm-serve-K of the shard that holds its workload (--kind keda).",
+)
 def manifests(
     config_path: Path,
     out_dir: Path,
     tracking_uri: str | None,
     kind: Kind,
     demand_metric: str,
+    shards: int,
 ) -> None:
     """Write each workload's HPA (or KEDA ScaledObject) exactly as the backtest simulated it."""
     from forecaster.exceptions import PrewarmError
@@ -390,7 +417,7 @@ def manifests(
         config = load_config(config_path)
         uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
         policies = resolve_policies(config, config_path, uri)
-        files = render(config, policies, kind, demand_metric)
+        files = render(config, policies, kind, demand_metric, shards)
     except PrewarmError as exc:
         fail(str(exc), exit_code(exc))
     try:

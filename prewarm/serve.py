@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from prewarm.options import split_names, user_errors
 
+if TYPE_CHECKING:
+    from serving.shards import Shard
 
-def build_components(config_path: Path, tracking_uri: str | None) -> Any:
-    """Read the config file and assemble the serving components (source, registry, config)."""
+
+def build_components(
+    config_path: Path, tracking_uri: str | None, shard: Shard | None = None
+) -> Any:
+    """Read the config file and assemble the serving components (source, registry, config);
+    with ``shard`` (a :class:`serving.shards.Shard`), for its workloads only."""
     from serving.api.runtime import ServingComponents
     from serving.engine.models import MlflowRegistry
     from serving.settings import refresh_config_from_project
@@ -22,7 +28,7 @@ def build_components(config_path: Path, tracking_uri: str | None) -> Any:
     config = load_config(config_path)
     source_config = config.source
     return ServingComponents(
-        config=refresh_config_from_project(config),
+        config=refresh_config_from_project(config, shard),
         source_factory=lambda: make_source(source_config.type, source_config),
         registry=MlflowRegistry(resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)),
     )
@@ -69,6 +75,12 @@ def build_components(config_path: Path, tracking_uri: str | None) -> Any:
     help="Shadow mode: plan and export on /metrics and /explain, answer every autoscaling API "
     "with the hold error (or PREWARM_SHADOW=true).",
 )
+@click.option(
+    "--shard",
+    default=None,
+    help="K/N: serve only the workloads of shard K of N, by a stable hash of their names "
+    "(or PREWARM_SHARD); `prewarm manifests --shards N` routes KEDA to each [default: all].",
+)
 def serve(
     config_path: Path,
     host: str | None,
@@ -83,6 +95,7 @@ def serve(
     tracking_uri: str | None,
     log_level: str | None,
     shadow: bool | None,
+    shard: str | None,
 ) -> None:
     """Serve forecasts to the HPA (External Metrics API) and to KEDA (HTTP and gRPC)."""
     import uvicorn
@@ -104,6 +117,7 @@ def serve(
             "tracking_uri": tracking_uri,
             "log_level": log_level,
             "shadow": shadow,
+            "shard": shard,
         }
         try:
             settings = ServingSettings(**{k: v for k, v in flags.items() if v is not None})
@@ -112,6 +126,6 @@ def serve(
         if no_grpc:
             settings = settings.model_copy(update={"grpc_port": None})
         configure_logging(settings.log_level)
-        components = build_components(config_path, settings.tracking_uri)
+        components = build_components(config_path, settings.tracking_uri, settings.shard_spec())
         app = create_app(settings, components)
         uvicorn.Server(uvicorn_config(app, settings)).run()

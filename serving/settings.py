@@ -1,7 +1,7 @@
 """Settings of the serving process and the per-workload view the refresher works from.
 
 :class:`ServingSettings` holds what differs between deployments of the same config file
-(addresses, TLS files, token, tracking URI). Every field can come from the environment with
+(addresses, TLS files, token, tracking URI, shard). Every field can come from the environment with
 the ``PREWARM_`` prefix (``PREWARM_PORT=8443``, ``PREWARM_TOKEN_FILE=/var/run/token``); the
 ``prewarm serve`` options override them.
 
@@ -17,11 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from forecaster.exceptions import ConfigError
 from forecaster.workload import WorkloadPolicy
+from serving.shards import Shard
 from training.config import ServingConfig, TrainConfig
 
 __all__ = ["RefreshConfig", "ServingSettings", "WorkloadConfig"]
@@ -63,6 +64,22 @@ class ServingSettings(BaseSettings):
         description="Shadow mode: plan and export on /metrics, answer every autoscaling API "
         "with the hold error (503 / UNAVAILABLE), so the HPA and KEDA are never affected.",
     )
+    shard: str | None = Field(
+        None,
+        description="K/N: serve only the workloads of shard K of N (serving.shards); "
+        "default: every workload of the config.",
+    )
+
+    @field_validator("shard")
+    @classmethod
+    def _check_shard(cls, value: str | None) -> str | None:
+        if value is not None:
+            Shard.parse(value)  # its error names the form and echoes the value
+        return value
+
+    def shard_spec(self) -> Shard | None:
+        """The parsed ``shard``, or None when every workload is served."""
+        return None if self.shard is None else Shard.parse(self.shard)
 
     @model_validator(mode="after")
     def _check_tls(self) -> ServingSettings:
@@ -183,18 +200,32 @@ class RefreshConfig:
         return {w.name: w for w in self.workloads}
 
 
-def refresh_config_from_project(config: TrainConfig) -> RefreshConfig:
+def refresh_config_from_project(config: TrainConfig, shard: Shard | None = None) -> RefreshConfig:
     """Build the refresher's view from the project config.
 
     Parameters
     ----------
     config : TrainConfig
         The validated config file: its ``workloads``, ``serving`` and ``mlflow`` sections.
+    shard : Shard, optional
+        Serve only the workloads this shard holds (default: every workload).
 
     Returns
     -------
     RefreshConfig
+
+    Raises
+    ------
+    ConfigError
+        When ``shard`` holds none of the config's workloads.
     """
+    held = [w for w in config.workloads if shard is None or shard.holds(w.name)]
+    if not held:
+        assert shard is not None
+        raise ConfigError(
+            f"shard {shard.index}/{shard.count} holds none of the config's "
+            f"{len(config.workloads)} workload(s): use fewer shards"
+        )
     workloads = [
         WorkloadConfig(
             name=w.name,
@@ -205,7 +236,7 @@ def refresh_config_from_project(config: TrainConfig) -> RefreshConfig:
             deferred=w.deferred,
             namespace=w.namespace,
         )
-        for w in config.workloads
+        for w in held
     ]
     return RefreshConfig(
         workloads=workloads,

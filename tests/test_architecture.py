@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "forecaster"
 PROJECT_PACKAGES = {"training", "serving", "prewarm"}
 # The numeric stack DESIGN section 3 allows (matplotlib only for figures, imported lazily;
 # threadpoolctl, scikit-learn's own dependency, bounds the native thread pools of a fit).
-THIRD_PARTY = {"numpy", "pandas", "sklearn", "lightgbm", "matplotlib", "threadpoolctl"}
+THIRD_PARTY = {"numpy", "pandas", "scipy", "sklearn", "lightgbm", "matplotlib", "threadpoolctl"}
 # Standard-library modules that do I/O or read the environment.
 IO_MODULES = {
     "os",

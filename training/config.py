@@ -64,15 +64,27 @@ model version; ``prewarm serve`` plans with the registered ones and refuses a wo
 section here disagrees with them (settings left unset here defer to the registered ones).
 
 ``model``: ``name`` (registered forecast model, default ``lightgbm``); ``params`` (its
-constructor arguments); ``features`` (:class:`forecaster.features.FeatureConfig` fields);
-``quantiles`` (levels forecast; the backtest grid and every workload's quantile are added).
-Horizons are not configured: they are derived from each workload's cold start, decision
-delay and hold.
+constructor arguments, checked when the file is read); ``features``
+(:class:`forecaster.features.FeatureConfig` fields); ``quantiles`` (levels forecast; the
+backtest grid and every workload's quantile are added). Horizons are not configured: they are
+derived from each workload's cold start, decision delay and hold. ``name: auto`` selects one
+model per workload: ``params.candidates`` (registered single models, default ``[lightgbm,
+seasonal-naive-weekly, ewma, mstl]``) are fitted before the last ``params.validation_window``
+of each fold's training data (default one day, or a quarter of a shorter history) and the one
+with the lowest pinball loss there at the workload's quantile serves it, refitted on all of
+the training data; ``params.candidate_params`` (``{model: {argument: value}}``) sets their
+arguments. ``name: combination`` takes the same parameters and weighs the candidates per
+workload and quantile instead (non-negative weights summing to one, fitted by pinball loss on
+that window). The run tags ``prewarm.model.<workload>`` name each workload's model(s) (the first 100
+workloads by name; ``prewarm.models`` counts the workloads per model), as ``prewarm serve``'s
+explain does for every workload (``servedBy``); see :mod:`forecaster.models.combination`.
 
 ``evaluation``: ``window`` (the recent window candidate and champion are compared on,
 ``1d``); ``folds`` (walk-forward folds of ``window`` each, the last one is the gate's, 1);
 ``train_window`` (history each fold's model is fitted on, ``14d``); ``policies`` (simulated
-in the backtest, default reactive and predictive); ``seed``.
+in the backtest, default reactive and predictive); ``seed``; ``scored_workloads`` (at most
+this many workloads are scored and gated per fold, 200: a larger fleet is sampled evenly
+over tiers and mean demand, named in the run's ``gate.json``; ``null`` scores every one).
 
 ``validation``: ``min_history`` (``2d``), ``max_gap_fraction`` (0.2), ``dead_window`` (a
 series whose last ``dead_window`` is all zero or missing is dead, ``6h``).
@@ -84,7 +96,8 @@ the empirical coverage of each workload's quantile may fall, 0.1).
 ``mlflow``: ``tracking_uri`` (default ``sqlite:///mlflow.db``; ``PREWARM_MLFLOW_TRACKING_URI``
 and ``--tracking-uri`` override it); ``experiment`` (``prewarm``); ``registered_model``
 (``prewarm-forecaster``); ``artifact_location`` (default ``./mlartifacts`` beside a SQLite
-store).
+store); ``plotted_workloads`` (how many workloads get figures in a run, the costliest at the
+SLO first, 20: drawing them costs about a second each; every workload's metrics are logged).
 
 ``serving`` (read by ``prewarm serve``): ``refresh_interval`` (``15s``), ``max_staleness``
 (``2m``, at least ``refresh_interval``; loading warns, in ``train`` as in ``serve``, when it is
@@ -127,7 +140,7 @@ from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError, PrewarmError, shown
 from forecaster.features import FeatureConfig
 from forecaster.frame import MAX_GRID_CELLS
-from forecaster.models import MODELS
+from forecaster.models import MODELS, make_model
 from forecaster.policies import POLICIES
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.workload import DEFAULT_TOLERANCE, TUNED, ColdStart, WorkloadPolicy, WorkloadSpec
@@ -679,13 +692,25 @@ class ModelConfig(_Strict):
     @field_validator("params")
     @classmethod
     def _no_managed_params(cls, value: dict[str, Any]) -> dict[str, Any]:
-        managed = sorted(set(value) & {"horizons", "quantiles", "features"})
+        managed = sorted(set(value) & {"horizons", "quantiles", "features", "taus"})
         if managed:
             raise ValueError(
-                f"{managed} are set by prewarm (horizons from the workloads, quantiles and "
-                "features from their own fields), not in `params`"
+                f"{managed} are set by prewarm (horizons and taus from the workloads, quantiles "
+                "and features from their own fields), not in `params`"
             )
         return value
+
+    @model_validator(mode="after")
+    def _valid_params(self) -> ModelConfig:
+        # A combination's candidates (and every model's checked parameters) are refused at
+        # load, not after the history is pulled.
+        try:
+            make_model(self.name, **self.params).check_params()
+        except ConfigError as exc:
+            raise ValueError(f"params: {exc}") from None
+        except TypeError:
+            pass  # an unknown argument: reported, with the model, when training builds it
+        return self
 
     @field_validator("features")
     @classmethod
@@ -722,6 +747,11 @@ class EvaluationConfig(_Strict):
         default=("reactive", "predictive"), description="Policies simulated in the backtest."
     )
     seed: int = Field(default=0, description="Seed of the model and of cold-start draws.")
+    scored_workloads: int | None = Field(
+        default=200,
+        ge=1,
+        description="Workloads each fold scores (a sample over tiers and sizes); null: all.",
+    )
 
     @field_validator("policies")
     @classmethod
@@ -779,6 +809,11 @@ class MlflowConfig(_Strict):
     )
     artifact_location: str | None = Field(
         default=None, description="Artifact root of a new experiment (default ./mlartifacts)."
+    )
+    plotted_workloads: int = Field(
+        default=20,
+        ge=0,
+        description="Workloads whose figures a run logs: the costliest at the SLO.",
     )
 
 

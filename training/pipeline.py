@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -52,7 +53,7 @@ from training.folds import EvaluationFolds
 from training.gate import GateDecision, decide
 from training.measured import log_measured, resolve_measured
 from training.registry import CHAMPION, champion_version, load_model_version
-from training.scoring import ModelScore, score_model
+from training.scoring import ModelScore, score_model, scored_sample
 from training.settings import resolve_tracking_uri
 from training.skipping import Skipped, check_each, pull_each
 from training.sources import FetchedHistory, HistorySource, make_source
@@ -72,6 +73,10 @@ if TYPE_CHECKING:
     from training.pyfunc import PrewarmModel
 
 logger = logging.getLogger(__name__)
+
+TAG_MODEL, TAG_MODELS = "prewarm.model.", "prewarm.models"
+# Per-workload model tags at most, and the summary tag's length (MLflow takes 8000 characters).
+MODEL_TAGS, TAG_CHARS = 100, 5000
 
 Progress = Callable[[str, int, int], None]
 FrameTransform = Callable[[pd.DataFrame], pd.DataFrame]
@@ -220,6 +225,13 @@ def run_training(
             champion_before, None, data_fp, message,
         )  # fmt: skip
 
+    scored = scored_sample(policies, frame, config.evaluation.scored_workloads)
+    if len(scored) < len(policies):
+        logger.info(
+            "scoring %d of %d workloads per fold (evaluation.scored_workloads)",
+            len(scored), len(policies), extra={"scored": len(scored)},
+        )  # fmt: skip
+    gated = {name: policies[name] for name in scored}
     folds = _fold_times(frame, step, config)
     scores: list[ModelScore] = []
     candidate: BaseForecaster | None = None
@@ -232,14 +244,14 @@ def run_training(
         fit_seconds += time.perf_counter() - began
         context = _context_start(candidate, frame, fold_start, step)
         part = _cells(frame, context, fold_end)
-        scores.append(_score(config, policies, candidate, part, fold_start))
+        scores.append(_score(config, gated, candidate, part, fold_start))
     assert candidate is not None
     score = scores[-1]
     gate_start = folds[-1][1]
 
     tick("score the champion")
     champion_score, champion_note = _score_champion(
-        config, policies, name, champion_before, uri, frame, gate_start, step
+        config, gated, name, champion_before, uri, frame, gate_start, step
     )
     decision = decide(score, champion_score, config.gate)
     if champion_note:
@@ -270,7 +282,7 @@ def run_training(
         champion_before=champion_before,
         fit_seconds=fit_seconds,
         run_name=run_name(clock()),
-        tags=skipped.tags(),
+        tags={**skipped.tags(), **served_tags(planner, config.model.name)},
     )
     run_id, version = log_run(client, experiment_id, record)
     log_measured(client, run_id, measured)
@@ -298,6 +310,22 @@ def run_training(
 
 
 # -- steps ---------------------------------------------------------------------------------
+
+
+def served_tags(planner: PrewarmModel, model_name: str) -> dict[str, str]:
+    """MLflow run tags naming the registered models that forecast each workload (the
+    configured model, or what a selection or combination chose for it).
+
+    ``prewarm.models`` counts the workloads per (leading) model, e.g. ``lightgbm 812, mstl
+    150`` (ties in the order of the workloads' names); ``prewarm.model.<workload>`` names each
+    of the first :data:`MODEL_TAGS` workloads' (by name), so a fleet's tags stay bounded
+    (explain names every workload's).
+    """
+    served = {name: planner.served_by(name) or model_name for name in planner.workloads}
+    leading = Counter(text.split(" ")[0] for text in served.values())
+    summary = ", ".join(f"{name} {n}" for name, n in leading.most_common())
+    tags = {f"{TAG_MODEL}{name}": served[name] for name in sorted(served)[:MODEL_TAGS]}
+    return {TAG_MODELS: summary[:TAG_CHARS], **tags}
 
 
 def learn_buffers(
@@ -408,11 +436,14 @@ def build_model(
 
 def model_params(config: TrainConfig) -> dict[str, Any]:
     """The configured model's parameters besides horizons and quantiles: its params, its
-    features when it takes them, and the evaluation seed unless a random state is set."""
+    features when it takes them, each workload's quantile when it selects a model per
+    workload (``taus``), and the evaluation seed unless a random state is set."""
     accepted = make_model(config.model.name).get_params()
     params = dict(config.model.params)
     if "features" in accepted:
         params["features"] = config.model.feature_config
+    if "taus" in accepted:
+        params["taus"] = {name: policy.tau for name, policy in config.policies.items()}
     if "random_state" in accepted and "random_state" not in params:
         params["random_state"] = config.evaluation.seed
     return params
@@ -458,10 +489,10 @@ def _score(
     frame: pd.DataFrame,
     start: pd.Timestamp,
 ) -> ModelScore:
-    names = set(frame["series"].astype(str))
+    names = set(frame["series"].astype(str)) & set(policies)
     return score_model(
         model,
-        frame,
+        frame[frame["series"].isin(list(names))],
         start,
         {name: policy for name, policy in policies.items() if name in names},
         policies=config.scored_policies,
@@ -488,7 +519,7 @@ def _score_champion(
         logger.warning("champion cannot be loaded: %s", exc, extra={"model_version": version})
         return None, f"champion v{version} cannot be loaded ({exc}); judged on the guardrail"
     model = champion.model
-    common = sorted(set(model.workloads) & {w.name for w in config.workloads})
+    common = sorted(set(model.workloads) & set(policies))
     problem = ""
     if model.step != step:
         problem = f"its step is {model.step}s, the data's {step}s"

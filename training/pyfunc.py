@@ -101,6 +101,13 @@ class PrewarmModel(PythonModel):
             return pd.DataFrame(columns=list(PLAN_COLUMNS))
         return plan_capacity(self.forecaster, history, self.policies)
 
+    def served_by(self, workload: str) -> str | None:
+        """Which registered models forecast ``workload`` when the forecaster combines or
+        selects them per workload (e.g. ``"mstl"`` or ``"lightgbm 0.70 + ewma 0.30"``), else
+        None: the forecaster is the one model."""
+        describe = getattr(self.forecaster, "served_by", None)
+        return None if describe is None else str(describe(workload))
+
     def forecast(self, history: pd.DataFrame) -> pd.DataFrame:
         """The forecaster's long quantile forecast from the last cell of each series."""
         return self.forecaster.predict(history)

@@ -88,6 +88,38 @@ class ModelScore:
         return out
 
 
+def scored_sample(
+    policies: Mapping[str, WorkloadPolicy], frame: pd.DataFrame, limit: int | None
+) -> list[str]:
+    """The workloads a fold scores: all of them, or ``limit`` spread over tiers and sizes.
+
+    Scoring simulates every policy's sweep per workload, the largest share of a large fleet's
+    training time. A sample keeps the gate's verdict representative: each tier gets its share
+    of the fleet, and within a tier the workloads are picked at even intervals of mean demand
+    from its smallest to its largest, so every band of demand is scored. No draw is random:
+    the same fleet and data give the same sample.
+    """
+    names = sorted(set(policies) & set(frame["series"].astype(str)))
+    if limit is None or len(names) <= limit:
+        return names
+    level = frame.groupby("series", observed=True)["value"].mean()
+    tiers: dict[int, list[str]] = {}
+    for name in sorted(names, key=lambda n: (float(level[n]), n)):
+        tiers.setdefault(policies[name].spec.tier, []).append(name)
+    # Each tier's share of the sample is its share of the fleet (largest remainder).
+    shares = {tier: limit * len(members) / len(names) for tier, members in tiers.items()}
+    quota = {tier: int(share) for tier, share in shares.items()}
+    by_remainder = sorted(shares, key=lambda t: (quota[t] - shares[t], t))
+    for tier in by_remainder[: limit - sum(quota.values())]:
+        quota[tier] += 1
+    sample: list[str] = []
+    for tier, members in tiers.items():
+        if quota[tier]:  # even intervals of demand, the tier's smallest and largest included
+            picks = np.linspace(0, len(members) - 1, quota[tier]).round().astype(int)
+            sample.extend(members[i] for i in picks)
+    return sorted(sample)
+
+
 def score_model(
     model: BaseForecaster,
     frame: pd.DataFrame,

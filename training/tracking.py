@@ -331,7 +331,13 @@ def log_run(client: MlflowClient, experiment_id: str, record: TrainingRecord) ->
                 "data/window.json",
             )
             mlflow.log_dict(
-                {"summary": decision.summary(), "reasons": list(decision.reasons)}, "gate.json"
+                {
+                    "summary": decision.summary(),
+                    "reasons": list(decision.reasons),
+                    "workloads": len(config.workloads),
+                    "scored": sorted(score.workloads),
+                },
+                "gate.json",
             )
             _log_figures(config, score)
             output = planner.predict(None, example)
@@ -412,22 +418,40 @@ def _window(
     }
 
 
+def plotted_workloads(config: TrainConfig, score: ModelScore) -> list[str]:
+    """The scored workloads a run draws figures of: at most ``mlflow.plotted_workloads``.
+
+    Drawing costs about a second per workload (the backtest day re-simulates every policy),
+    so a large fleet gets figures of the workloads an analyst looks at first: those whose gate
+    policy misses the SLO, then the costliest at it. Ties go by name, so a night's choice is
+    reproducible.
+    """
+
+    def rank(name: str) -> tuple[bool, float, str]:
+        cost = score.workloads[name].costs.get(config.gate.policy)
+        return (cost is not None, -(cost or 0.0), name)
+
+    names = sorted(score.workloads, key=rank)
+    return sorted(names[: config.mlflow.plotted_workloads])
+
+
 def _log_figures(config: TrainConfig, score: ModelScore) -> None:
     import mlflow
 
     from forecaster.backtest.plots import capacity_figure, frontier_figure
     from training.plots import forecast_figure
 
-    for workload in config.workloads:
-        result = score.workloads[workload.name]
-        spec = workload.spec
+    specs = {w.name: w.spec for w in config.workloads}
+    for name in plotted_workloads(config, score):
+        result = score.workloads[name]
+        spec = specs[name]
         horizon = min(result.pinball_by_horizon)
         mlflow.log_figure(
-            forecast_figure(result, horizon, result.tau), f"plots/{workload.name}/forecast.png"
+            forecast_figure(result, horizon, result.tau), f"plots/{name}/forecast.png"
         )
         mlflow.log_figure(
             frontier_figure(result.frontier, spec.slo_unserved_fraction),
-            f"plots/{workload.name}/frontier.png",
+            f"plots/{name}/frontier.png",
         )
         runs = {}
         for policy, points in result.frontier.items():
@@ -436,8 +460,8 @@ def _log_figures(config: TrainConfig, score: ModelScore) -> None:
                 result.observation, policy, point.params, config.evaluation.seed
             )
         mlflow.log_figure(
-            capacity_figure(runs, spec.capacity_per_replica, f"{workload.name}: backtest day"),
-            f"plots/{workload.name}/backtest_day.png",
+            capacity_figure(runs, spec.capacity_per_replica, f"{name}: backtest day"),
+            f"plots/{name}/backtest_day.png",
         )
 
 

@@ -4,11 +4,13 @@
 of the largest demand over its window of horizons (:mod:`forecaster.models.base`), with
 regressors of its own; ``lightgbm-window-shift`` by the largest per-horizon quantile shifted by
 split conformal on the window's maximum. Both are registered so that every benchmark compares
-them with ``lightgbm`` on the same folds.
+them with ``lightgbm`` on the same folds (an option of ``lightgbm``, not a component of the
+combinations).
 
 >>> sorted(MODELS)  # doctest: +NORMALIZE_WHITESPACE
-['ewma', 'hist-gbm', 'last-value', 'lightgbm', 'lightgbm-window', 'lightgbm-window-shift',
- 'seasonal-naive-daily', 'seasonal-naive-weekly']
+['auto', 'combination', 'ewma', 'hist-gbm', 'intermittent', 'last-value', 'lightgbm',
+ 'lightgbm-window', 'lightgbm-window-shift', 'mstl', 'seasonal-naive-daily',
+ 'seasonal-naive-weekly']
 """
 
 from __future__ import annotations
@@ -19,20 +21,19 @@ from typing import Any
 
 from forecaster.exceptions import UnknownNameError
 from forecaster.models.base import BaseForecaster, quantile_column
-from forecaster.models.baseline import EWMA, LastValue, SeasonalNaive
+from forecaster.models.combination import Combination
+from forecaster.models.components import COMPONENTS
 from forecaster.models.quantile_gbm import QuantileGradientBoosting
 
+# New single models go into COMPONENTS, so that the combinations can use them too.
 MODELS: dict[str, Callable[..., BaseForecaster]] = {
-    "last-value": LastValue,
-    "ewma": EWMA,
-    "seasonal-naive-daily": partial(SeasonalNaive, season="1d"),
-    "seasonal-naive-weekly": partial(SeasonalNaive, season="7d"),
-    "lightgbm": partial(QuantileGradientBoosting, engine="lightgbm"),
+    **COMPONENTS,
     "lightgbm-window": partial(QuantileGradientBoosting, engine="lightgbm", target="window"),
     "lightgbm-window-shift": partial(
         QuantileGradientBoosting, engine="lightgbm", target="window", window_model="shift"
     ),
-    "hist-gbm": partial(QuantileGradientBoosting, engine="hist-gbm"),
+    "combination": partial(Combination, method="weights"),
+    "auto": partial(Combination, method="select"),
 }
 
 

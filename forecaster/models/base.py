@@ -166,6 +166,11 @@ class BaseForecaster(BaseEstimator):
         """Window quantiles ``(origins, len(quantiles))``, ordered by series and origin."""
         raise NotImplementedError
 
+    def check_params(self) -> None:
+        """Raise :class:`ConfigError` naming the first bad parameter (what ``fit`` checks
+        before reading any data), so a configuration can be refused when it is loaded."""
+        self._check_params()
+
     # -- shared helpers ----------------------------------------------------------------------
     def _check_params(self) -> None:
         horizons = list(self.horizons)

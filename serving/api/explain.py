@@ -46,7 +46,9 @@ def explanation(snapshot: Snapshot, name: str, now: datetime) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``workload, mode, served, refused {cause, reason} | null, modelVersion, demand {now,
+        ``workload, mode, served, refused {cause, reason} | null, modelVersion, servedBy (the
+        registered models forecasting the workload when the model combines or selects them per
+        workload, else null), demand {now,
         at, ageSeconds}``, and, once the workload has a forecast, ``forecast {quantile,
         forecastDemand, quantiles, peakHorizonSeconds, bufferDemand, leadTimeSeconds, origin,
         dataAgeSeconds, generatedAt}``, ``capacity {capacityPerReplica, utilization,
@@ -69,6 +71,7 @@ def explanation(snapshot: Snapshot, name: str, now: datetime) -> dict[str, Any]:
         "served": refused is None,
         "refused": None if refused is None else {"cause": refused[0], "reason": refused[1]},
         "modelVersion": forecast.model_version if forecast else snapshot.model_version,
+        "servedBy": forecast.served_by if forecast else None,
         "demand": {
             "now": state.last_value,
             "at": k8s.format_time(last) if last else None,

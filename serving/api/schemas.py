@@ -153,6 +153,10 @@ class Explanation(_Document):
     served: bool
     refused: Refusal | None
     model_version: str | None
+    served_by: str | None = Field(
+        default=None,
+        description="Registered models forecasting the workload (a combination or selection).",
+    )
     demand: Demand
     forecast: ExplainedForecast | None
     capacity: Capacity | None

@@ -354,7 +354,9 @@ class Refresher:
                     continue
                 try:
                     policy = model.policies[name]
-                    forecasts[name] = _forecast(name, policy, row, served.version, generated)
+                    forecasts[name] = _forecast(
+                        name, policy, row, served.version, generated, _served_by(model, name)
+                    )
                 except (ValueError, TypeError) as exc:
                     problems[name] = f"prediction failed: {exc}"
         for name in names:
@@ -461,6 +463,7 @@ def _forecast(
     row: Mapping[Hashable, Any],
     version: str,
     generated: datetime,
+    served_by: str | None = None,
 ) -> WorkloadForecast:
     """The served answer: the plan's numbers, and everything else from the policy they were
     planned with (the registered one), so no field of an answer has another source."""
@@ -490,7 +493,15 @@ def _forecast(
         quantiles=_window_quantiles(row),
         peak_horizon_seconds=_optional_number(row.get("peak_horizon_seconds")),
         buffer_demand=_optional_number(row.get("buffer_demand")),
+        served_by=served_by,
     )
+
+
+def _served_by(model: PlanningModel, name: str) -> str | None:
+    """The models forecasting ``name``, for a model that says (``PrewarmModel.served_by``;
+    planning needs no such method, so other planning models say nothing)."""
+    describe = getattr(model, "served_by", None)
+    return None if describe is None else describe(name)
 
 
 def _window_quantiles(row: Mapping[Hashable, Any]) -> dict[float, float]:

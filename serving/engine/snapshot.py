@@ -75,6 +75,9 @@ class WorkloadForecast:
     buffer_demand : float or None, default None
         The warm buffer's ask (``forecast_demand`` is the larger of it and the forecast);
         None without a buffer.
+    served_by : str or None, default None
+        The registered models that forecast the workload, when the model combines or selects
+        them per workload (``PrewarmModel.served_by``); None for a single model.
     """
 
     workload: str
@@ -92,6 +95,7 @@ class WorkloadForecast:
     quantiles: Mapping[float, float] = field(default_factory=dict)
     peak_horizon_seconds: float | None = None
     buffer_demand: float | None = None
+    served_by: str | None = None
 
     def __post_init__(self) -> None:
         # Last line of defence: whatever produced it, a forecast that could scale a workload

@@ -68,10 +68,14 @@ def test_verdict(deployed: dict[str, Any], verdict: str, saving: float | None) -
 def test_where_it_stops_names_the_crossover() -> None:
     verdicts = {5: DOES_NOT_PAY, 60: DOES_NOT_PAY, 300: PAYS, 600: PAYS}
     assert where_it_stops(verdicts) == "pays from a 5m cold start up; does not pay at 1m and below"
-    # where neither side meets the SLO says nothing about the crossover
+    # where neither side meets the SLO says nothing about the crossover, below it...
+    assert where_it_stops(verdicts | {120: NONE_MEETS}) == (
+        f"pays from a 5m cold start up; does not pay at 1m and below; {NONE_MEETS} at 2m"
+    )
+    # ...but above it "from 5m up" would claim 15m too: the paying ones are named instead
     verdicts |= {120: NONE_MEETS, 900: NONE_MEETS}
     assert where_it_stops(verdicts) == (
-        f"pays from a 5m cold start up; does not pay at 1m and below; {NONE_MEETS} at 2m, 15m"
+        f"pays at 5m, 10m; does not pay at 1m and below; {NONE_MEETS} at 2m, 15m"
     )
     mixed = {5: PAYS, 60: DOES_NOT_PAY, 300: NONE_MEETS}
     assert where_it_stops(mixed) == f"pays at 5s; does not pay at 1m; {NONE_MEETS} at 5m"

@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from benchmarks.forecast_accuracy import BASELINE_RIVALS, TRACES, check_target, main
+from benchmarks.forecast_accuracy import (
+    BASELINE_RIVALS,
+    SHORT,
+    TRACES,
+    check_target,
+    combined_rows,
+    main,
+)
 from benchmarks.peers import PEERS
 from forecaster.models import MODELS
 
@@ -100,3 +107,35 @@ def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> 
         assert f"| {name}" in markdown
     assert "| win pinball q0.9 | win cov q0.9 |" in markdown
     assert report["target"]["text"] in markdown
+
+
+def test_combinations_are_compared_with_lightgbm_trace_by_trace() -> None:
+    datasets = {t.name: _dataset((1.0, 2.0, 0.9), (2.0, 2.0)) for t in TRACES[:2]}
+    datasets[TRACES[0].name]["models"]["combination"] = _entry("prewarm", 1.0, 1.5)
+    datasets[TRACES[1].name]["models"]["combination"] = {"kind": "prewarm", "error": "boom"}
+    rows = combined_rows(datasets)
+    assert rows == {TRACES[0].name: {"combination": 0.75}, TRACES[1].name: {}}
+
+
+def test_the_short_trace_runs_alone_at_its_own_step(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    argv = ["--traces", SHORT.name, "--models", "ewma,intermittent", "--peers", ""]
+    assert main([*argv, "--no-scenarios", "--data-dir", str(DATA), "--out", str(out)]) == 0
+
+    report = json.loads((out / "forecast_accuracy.json").read_text())
+    assert list(report["datasets"]) == [SHORT.name]
+    dataset = report["datasets"][SHORT.name]
+    assert (dataset["kind"], dataset["step_seconds"], dataset["horizon_cells"]) == ("short", 1, 30)
+    assert dataset["evaluation"]["origins"] == SHORT.eval_seconds
+    for name in ("ewma", "intermittent"):
+        entry = dataset["models"][name]
+        assert "error" not in entry, entry
+        assert all(math.isfinite(v) for v in entry["pinball"].values())
+    markdown = (out / "forecast_accuracy.md").read_text()
+    assert f"| {SHORT.name} | 1 s | 30 s (30 cells) | ewma |" in markdown
+    assert "only 0 of the 5 real traces" in report["target"]["text"]
+
+
+def test_an_unknown_trace_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit):
+        main(["--traces", "nope", "--no-scenarios"])

@@ -13,7 +13,12 @@ from forecaster.frame import regularize, validate_frame
 from forecaster.models import MODELS, make_model
 from forecaster.scenarios import gpu_inference_demand
 
-FAST = {"lightgbm": {"n_estimators": 25}, "hist-gbm": {"n_estimators": 25}}
+FAST = {
+    "lightgbm": {"n_estimators": 25},
+    "hist-gbm": {"n_estimators": 25},
+    "combination": {"candidate_params": {"lightgbm": {"n_estimators": 25}}},
+    "auto": {"candidate_params": {"lightgbm": {"n_estimators": 25}}},
+}
 QUANTILES = (0.1, 0.5, 0.9)
 HORIZONS = (1, 3)
 
@@ -128,7 +133,10 @@ def test_bad_params_fail_at_fit_naming_the_parameter(name, params, match, frame)
 
 
 def test_unknown_model_lists_the_registry():
-    with pytest.raises(UnknownNameError, match=r"unknown model 'prophet'; registered models: ewma"):
+    with pytest.raises(
+        UnknownNameError,
+        match=r"unknown model 'prophet'; registered models: auto, combination, ewma",
+    ):
         make_model("prophet")
 
 

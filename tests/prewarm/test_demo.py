@@ -1,4 +1,6 @@
-"""``prewarm demo`` end to end: training, the local MLflow store, the report and its plots."""
+"""``prewarm demo`` end to end: training, the local MLflow store, the report and its plots.
+
+The run is the ``demo_run`` fixture (``conftest.py``), shared with the clock test."""
 
 from __future__ import annotations
 
@@ -8,9 +10,6 @@ import struct
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from prewarm.cli import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -20,15 +19,6 @@ def png_size(path: Path) -> tuple[int, int]:
     assert header[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
     width, height = struct.unpack(">II", header[16:24])
     return width, height
-
-
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory) -> tuple[Path, str, str]:
-    root = tmp_path_factory.mktemp("demo")
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    result = CliRunner().invoke(cli, ["demo", "--out", str(root / "report"), "--tracking-uri", uri])
-    assert result.exit_code == 0, result.output
-    return root / "report", uri, result.output
 
 
 def test_summary_names_savings_and_next_commands(demo_run):

@@ -3,37 +3,32 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from prewarm.demo import DEMO_CONFIG, run_demo
+from tests.prewarm.conftest import CLOCKS, fixed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-# Days and hours apart, and on different days of the week.
-CLOCKS = (
-    pd.Timestamp("2031-03-04 09:17:00", tz="UTC"),  # a Tuesday morning
-    pd.Timestamp("2031-03-09 02:41:30", tz="UTC"),  # the next Sunday night
-)
+
+def _documents(report: Path) -> tuple[dict, dict]:
+    summary = json.loads((report / "summary.json").read_text())
+    documents = {
+        name: json.loads((report / name / "backtest.json").read_text())
+        for name in summary["workloads"]
+    }
+    return summary, documents
 
 
-def fixed(now: pd.Timestamp):
-    return lambda: now
-
-
-def test_demo_training_and_backtest_do_not_depend_on_the_clock(tmp_path):
-    runs = []
-    for k, now in enumerate(CLOCKS):
-        root = tmp_path / str(k)
-        summary = run_demo(
-            DEMO_CONFIG, root / "report", f"sqlite:///{root / 'mlflow.db'}", clock=fixed(now)
-        )
-        documents = {
-            name: json.loads((root / "report" / name / "backtest.json").read_text())
-            for name in summary["workloads"]
-        }
-        runs.append((summary, documents))
+def test_demo_training_and_backtest_do_not_depend_on_the_clock(demo_run, tmp_path):
+    """The shared demo run (its replay at ``CLOCKS[0]``) against one at ``CLOCKS[1]``."""
+    first_report, _, _ = demo_run
+    run_demo(DEMO_CONFIG, tmp_path / "report", f"sqlite:///{tmp_path / 'mlflow.db'}",
+             clock=fixed(CLOCKS[1]))  # fmt: skip
+    runs = [_documents(first_report), _documents(tmp_path / "report")]
     (first, first_docs), (second, second_docs) = runs
     assert first["training"] == second["training"]
     for name, numbers in first["workloads"].items():

@@ -250,3 +250,39 @@ def test_a_workload_that_scales_to_zero_wakes_by_the_push_trigger(tmp_path: Path
     # A workload that keeps a replica keeps the metrics-api trigger and KEDA's defaults.
     chat = _load(out / "chat.scaledobject.yaml")["spec"]
     assert chat["triggers"][0]["type"] == "metrics-api" and "pollingInterval" not in chat
+
+
+def test_sharded_keda_triggers_read_the_service_of_their_shard(tmp_path: Path) -> None:
+    from serving.shards import shard_of
+
+    path = tmp_path / "prewarm.yaml"
+    path.write_text(CONFIG.replace("max_replicas: 8}", "max_replicas: 8, min_replicas: 0}"))
+    out = _render(tmp_path / "out", path, tmp_path, "--kind", "keda", "--shards", "4")
+    chat = _load(out / "chat.scaledobject.yaml")["spec"]["triggers"][0]["metadata"]
+    batch = _load(out / "batch.scaledobject.yaml")["spec"]["triggers"][0]["metadata"]
+    chat_shard, batch_shard = shard_of("chat", 4), shard_of("batch", 4)
+    assert chat_shard != batch_shard  # the two land apart, so the routing is visible
+    assert chat["url"] == (
+        f"https://prewarm-serve-{chat_shard}.prewarm.svc:443/v1/workloads/chat/forecast"
+    )
+    assert batch["scalerAddress"] == (f"prewarm-serve-{batch_shard}.prewarm.svc.cluster.local:9000")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--shards", "2"), "the HPA reads the cluster's one External Metrics API Service"),
+        (("--kind", "keda", "--shards", "0"), "`--shards` is at least 1, got 0"),
+    ],
+    ids=["hpa", "zero"],
+)
+def test_shards_the_hpa_cannot_follow_are_refused(
+    config: Path, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    result = _run(
+        "--config", str(config), "--out", str(tmp_path / "out"), *args,
+        "--tracking-uri", f"sqlite:///{tmp_path / 'absent.db'}",
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (tmp_path / "out").exists()  # nothing half-written

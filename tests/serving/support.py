@@ -112,15 +112,23 @@ def specs(names: Mapping[str, float], **overrides: Any) -> dict[str, WorkloadSpe
     return {name: WorkloadSpec(**base) for name in names}
 
 
-def fit_planner(frame: pd.DataFrame, workload_specs: Mapping[str, WorkloadSpec]) -> Any:
-    """A real ``PrewarmModel``: a last-value forecaster covering every lead window."""
+def fit_planner(
+    frame: pd.DataFrame,
+    workload_specs: Mapping[str, WorkloadSpec],
+    make: Callable[[list[int], list[float]], Any] | None = None,
+) -> Any:
+    """A real ``PrewarmModel``: a last-value forecaster (or ``make(horizons, quantiles)``)
+    covering every lead window."""
     from forecaster.capacity import required_horizons
     from training.pyfunc import PrewarmModel
 
     step = int((frame["timestamp"].iloc[1] - frame["timestamp"].iloc[0]).total_seconds())
     horizons = sorted({h for s in workload_specs.values() for h in required_horizons(s, step)})
     quantiles = sorted({0.5, *(s.tau for s in workload_specs.values())})
-    model = LastValue(horizons=horizons, quantiles=quantiles, scale_window="10m")
+    if make is None:
+        model = LastValue(horizons=horizons, quantiles=quantiles, scale_window="10m")
+    else:
+        model = make(horizons, quantiles)
     model.fit(frame)
     return PrewarmModel(model, {name: WorkloadPolicy(s) for name, s in workload_specs.items()})
 

@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pandas as pd
 import pytest
 
+from forecaster.models.combination import Combination
 from serving.api.app import create_app, uvicorn_config
 from serving.api.explain import explanation
 from serving.api.runtime import ServingComponents
@@ -56,6 +58,44 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Cli
 
 
 @pytest.mark.integration
+def test_explain_names_the_model_a_selection_serves_each_workload_with() -> None:
+    levels = {"chat": 40.0, "batch": 5.0}
+    frame = history(levels, pd.Timestamp.now(tz="UTC"), 400)
+    # batch walks at random: its last value is the better forecast; chat repeats a 20-cell
+    # cycle exactly, which the selection's other candidate reads one cycle back.
+    walk = np.cumsum(np.random.default_rng(5).normal(0, 0.5, 400))
+    frame.loc[frame["series"] == "batch", "value"] = np.abs(5.0 + walk)
+    cycle = np.tile(np.r_[np.zeros(10), np.full(10, 30.0)], 20)
+    frame.loc[frame["series"] == "chat", "value"] = 40.0 + cycle
+    workload_specs = specs(levels)
+
+    def select(horizons: list[int], quantiles: list[float]) -> Combination:
+        return Combination(
+            horizons=horizons,
+            quantiles=quantiles,
+            candidates=("last-value", "seasonal-naive-daily"),
+            candidate_params={"seasonal-naive-daily": {"season": "200s", "scale_window": "5m"}},
+            method="select",
+        )
+
+    planner = fit_planner(frame, workload_specs, select)
+    registry = DictRegistry("prewarm-test")
+    registry.add(planner)
+    config = refresh_config(levels, workload_specs=workload_specs, max_staleness=3600.0)
+    settings = ServingSettings(port=free_port(), grpc_port=None)
+    app = create_app(settings, ServingComponents(config, lambda: FrameSource(frame), registry))
+    with (
+        running(app, lambda a: uvicorn_config(a, settings)),
+        httpx.Client(base_url=f"http://127.0.0.1:{settings.port}", timeout=5) as http,
+    ):
+        store = app.state.runtime.store
+        wait_until(lambda: all(s.forecast for s in store.current.states.values()))
+        served = {n: http.get(f"/v1/workloads/{n}/explain").json()["servedBy"] for n in levels}
+    assert served == {"chat": "seasonal-naive-daily", "batch": "last-value"}
+    assert served == {n: planner.served_by(n) for n in levels}
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize(("name", "clamp"), [("chat", None), ("flood", "max"), ("idle", "min")])
 def test_explain_is_consistent_with_the_served_answer(
     served: tuple[httpx.Client, Any], name: str, clamp: str | None
@@ -67,6 +107,7 @@ def test_explain_is_consistent_with_the_served_answer(
 
     assert body["served"] is True and body["refused"] is None and body["mode"] == "serving"
     assert body["modelVersion"] == answer["modelVersion"] == "1"
+    assert body["servedBy"] is None  # one model, no per-workload choice to name
     # The planned maximum is the plan quantile's entry of the band, and it is what is served.
     assert forecast["forecastDemand"] == answer["forecastDemand"]
     assert forecast["quantiles"][f"{forecast['quantile']:g}"] == forecast["forecastDemand"]

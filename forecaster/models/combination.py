@@ -1,0 +1,368 @@
+"""Per-series combinations of registered models, weighted or selected on a validation window.
+
+``fit`` carves the most recent ``validation_window`` off the training frame, fits every
+candidate on the history before it, and forecasts every origin of the window from the whole
+frame (a forecast at an origin reads only cells up to it, so nothing after the origin leaks
+in). On those forecasts it learns, per series:
+
+* ``method="weights"``: for each quantile, non-negative weights summing to one that minimise the
+  pinball loss of the weighted forecast at that quantile (a small linear program: the pinball
+  loss is piecewise linear in the weights);
+* ``method="select"``: the one candidate with the lowest pinball loss at the series' own
+  quantile (``taus``; the mean over the quantiles for a series without one).
+
+The candidates are then refitted on the whole frame; those no series uses are dropped. A series
+unseen in fit gets the weights averaged over the fitted series (``select``: the candidate most
+series chose). Nothing after the end of the training frame is read: the weights are out of
+sample for the validation window and the served models are fitted up to the end.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any, Self
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+from scipy.optimize import linprog
+from sklearn.utils.validation import check_is_fitted
+
+from forecaster.duration import parse_duration
+from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError, shown
+from forecaster.features import FeatureConfig
+from forecaster.frame import Columns, infer_step, validate_frame
+from forecaster.models.base import BaseForecaster, Origins, quantile_column
+from forecaster.models.components import COMPONENTS
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("weights", "select")
+DEFAULT_CANDIDATES = ("lightgbm", "seasonal-naive-weekly", "ewma", "mstl")
+KEYS = ("origin", "horizon")
+DEFAULT_VALIDATION, SHORT_SHARE = 86400.0, 0.25  # one day, or a quarter of a short history
+
+
+def pinball_weights(forecasts: np.ndarray, actual: np.ndarray, quantile: float) -> np.ndarray:
+    """Non-negative weights summing to one that minimise the pinball loss at ``quantile`` of
+    ``forecasts @ weights`` against ``actual`` (``forecasts``: rows x candidates).
+
+    As a linear program: ``forecasts @ w + over - under = actual`` with ``w, over, under >= 0``,
+    minimising ``quantile * over + (1 - quantile) * under`` summed over the rows.
+    """
+    n, k = forecasts.shape
+    cost = np.concatenate([np.zeros(k), np.full(n, quantile), np.full(n, 1.0 - quantile)])
+    identity = sparse.identity(n, format="csr")
+    rows = sparse.hstack([sparse.csr_matrix(forecasts), identity, -identity])
+    total = sparse.hstack([np.ones((1, k)), sparse.csr_matrix((1, 2 * n))])
+    result = linprog(
+        cost,
+        A_eq=sparse.vstack([rows, total]).tocsr(),
+        b_eq=np.concatenate([actual, [1.0]]),
+        bounds=(0, None),
+        method="highs",
+    )
+    if not result.success:  # numerically degenerate rows: fall back to equal weights
+        logger.warning("combination weights: %s; using equal weights", result.message)
+        return np.full(k, 1.0 / k)
+    weights = np.clip(result.x[:k], 0.0, None)
+    return weights / weights.sum()
+
+
+def mean_pinball(forecast: np.ndarray, actual: np.ndarray, quantile: float) -> float:
+    """Mean pinball loss of ``forecast`` at ``quantile``."""
+    diff = actual - forecast
+    return float(np.mean(np.maximum(quantile * diff, (quantile - 1.0) * diff)))
+
+
+class Combination(BaseForecaster):
+    """Per-series weighting (or selection) of registered models.
+
+    Parameters
+    ----------
+    horizons, quantiles
+        As for every model; handed to every candidate.
+    candidates
+        Registered model names (at least one, no repeats, not a combination).
+    method
+        ``weights`` (pinball-optimal convex weights per quantile) or ``select`` (one model per
+        series at its quantile).
+    validation_window
+        The most recent span of the training frame the weights are learned on; None: one day,
+        or a quarter of the history when that is shorter (hours of arrival logs).
+    taus
+        Series -> the quantile a ``select`` judges it at (its policy's tau); training sets it.
+    candidate_params
+        Candidate name -> its constructor arguments besides horizons and quantiles.
+    features
+        Handed to the candidates that take declared features; without such a candidate in
+        use, what serving keeps history for (``features_``: the default declaration's week
+        and a day when None).
+    random_state
+        Handed to the candidates that take a seed.
+    max_origins
+        The validation origins are thinned, evenly, to at most this many.
+    max_rows
+        The validation rows of one series and quantile the weights are fitted on are thinned,
+        evenly, to at most this many (bounds the linear program).
+
+    Examples
+    --------
+    >>> from forecaster.scenarios import steady_diurnal
+    >>> frame = steady_diurnal(days=4, step=900, seed=1)
+    >>> model = Combination(horizons=(1, 2), quantiles=(0.5, 0.9),
+    ...                     candidates=("last-value", "seasonal-naive-daily")).fit(frame)
+    >>> sorted(model.weights_) == sorted(frame["series"].unique())
+    True
+    """
+
+    def __init__(
+        self,
+        horizons: Sequence[int] = (1,),
+        quantiles: Sequence[float] = (0.1, 0.5, 0.9),
+        candidates: Sequence[str] = DEFAULT_CANDIDATES,
+        method: str = "weights",
+        validation_window: str | None = None,
+        taus: Mapping[str, float] | None = None,
+        candidate_params: Mapping[str, Mapping[str, Any]] | None = None,
+        features: FeatureConfig | None = None,
+        random_state: int = 0,
+        max_origins: int = 720,
+        max_rows: int = 3000,
+    ) -> None:
+        self.horizons = horizons
+        self.quantiles = quantiles
+        self.candidates = candidates
+        self.method = method
+        self.validation_window = validation_window
+        self.taus = taus
+        self.candidate_params = candidate_params
+        self.features = features
+        self.random_state = random_state
+        self.max_origins = max_origins
+        self.max_rows = max_rows
+
+    # -- parameters ------------------------------------------------------------------------
+    def _check_params(self) -> None:
+        super()._check_params()
+        if self.method not in METHODS:
+            raise ConfigError(f"`method` must be one of {list(METHODS)}, got {shown(self.method)}")
+        names = [self.candidates] if isinstance(self.candidates, str) else list(self.candidates)
+        if isinstance(self.candidates, str) or not names or len(set(names)) != len(names):
+            raise ConfigError(
+                f"`candidates` must be a list of distinct model names, got {shown(self.candidates)}"
+            )
+        for name in names:
+            if name not in COMPONENTS:
+                raise ConfigError(
+                    f"`candidates`: {shown(name)} is not a registered model to combine; "
+                    f"registered: {', '.join(sorted(COMPONENTS))}"
+                )
+        unknown = sorted(set(self.candidate_params or {}) - set(names))
+        if unknown:
+            raise ConfigError(
+                f"`candidate_params` names models that are not candidates: {shown(unknown)}"
+            )
+        if self.validation_window is not None:
+            parse_duration(self.validation_window, name="validation_window")
+        for field in ("max_origins", "max_rows"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not (isinstance(value, int) and value >= 2):
+                raise ConfigError(f"`{field}` must be a whole number >= 2, got {shown(value)}")
+        for series, tau in (self.taus or {}).items():
+            if not 0.0 < float(tau) < 1.0:
+                raise ConfigError(f"`taus`: {series!r} must lie in (0, 1), got {shown(tau)}")
+
+    def _candidate(self, name: str) -> BaseForecaster:
+        accepted = COMPONENTS[name]().get_params()
+        params = dict((self.candidate_params or {}).get(name, {}))
+        if "features" in accepted and self.features is not None:
+            params.setdefault("features", self.features)
+        if "random_state" in accepted:
+            params.setdefault("random_state", self.random_state)
+        return COMPONENTS[name](horizons=self.horizons, quantiles=self.quantiles, **params)
+
+    # -- fit -------------------------------------------------------------------------------
+    def fit(
+        self,
+        frame: pd.DataFrame,
+        *,
+        id_col: str = "series",
+        time_col: str = "timestamp",
+        target_col: str = "value",
+        covariates: Sequence[str] = (),
+    ) -> Self:
+        """Learn the weights on the last ``validation_window`` of ``frame``, then refit the
+        candidates on all of it."""
+        self._check_params()
+        columns = Columns(id_col, time_col, target_col)
+        clean = validate_frame(
+            frame, columns=columns, covariates=covariates, min_rows=2, allow_missing=True
+        )
+        self.columns_ = columns
+        self.covariates_ = tuple(covariates)
+        self.step_ = infer_step(clean, columns=columns)
+        names = list(self.candidates)
+        origins, cut = self._validation_origins(clean)
+        stacked = self._validation_forecasts(clean, cut, origins, names)
+        self.weights_ = {
+            str(series): self._series_weights(str(series), part, names)
+            for series, part in stacked.groupby(id_col, sort=True)
+        }
+        self.default_weights_ = self._default_weights(names)
+        used = np.flatnonzero(
+            np.any([w.sum(axis=1) > 0 for w in [*self.weights_.values(), self.default_weights_]], 0)
+        )
+        self.models_ = {
+            names[k]: self._candidate(names[k]).fit(clean, **self._fit_columns()) for k in used
+        }
+        self.names_ = tuple(names)
+        # The history serving keeps per series follows the declared features: those of the
+        # boosting candidate in use, else the configured (or default) ones, a week and a day,
+        # which covers every baseline's season and scale window too.
+        declared = [m.features_ for m in self.models_.values() if hasattr(m, "features_")]
+        self.features_ = declared[0] if declared else (self.features or FeatureConfig())
+        return self
+
+    def _fit_columns(self) -> dict[str, Any]:
+        c = self.columns_
+        return {
+            "id_col": c.id_col,
+            "time_col": c.time_col,
+            "target_col": c.target_col,
+            "covariates": self.covariates_,
+        }
+
+    def _validation_origins(self, clean: pd.DataFrame) -> tuple[pd.DatetimeIndex, pd.Timestamp]:
+        time = clean[self.columns_.time_col]
+        step = pd.Timedelta(seconds=self.step_)
+        end = time.max()
+        if self.validation_window is None:
+            span = (end - time.min()).total_seconds()
+            cells = max(1, round(min(DEFAULT_VALIDATION, span * SHORT_SHARE) / self.step_))
+        else:
+            cells = max(1, round(parse_duration(self.validation_window) / self.step_))
+        cut = end - (cells - 1) * step
+        last = end - min(self.horizons) * step
+        if last < cut or (time < cut).sum() < 2:
+            raise NotEnoughHistoryError(
+                f"the combination's validation window ({cells} cells) leaves no "
+                f"history to fit on or no origin with a target: the data spans {time.min()} .. "
+                f"{end}"
+            )
+        origins = pd.date_range(cut, last, freq=step)
+        keep = np.unique(np.linspace(0, len(origins) - 1, self.max_origins).round().astype(int))
+        return origins[keep], cut
+
+    def _validation_forecasts(
+        self, clean: pd.DataFrame, cut: pd.Timestamp, origins: pd.DatetimeIndex, names: list[str]
+    ) -> pd.DataFrame:
+        """Every candidate's forecasts at the validation origins, fitted before ``cut``,
+        beside the actual values: columns id, origin, horizon, ``<q>@<candidate>``, actual."""
+        c = self.columns_
+        before = clean[clean[c.time_col] < cut]
+        merged: pd.DataFrame | None = None
+        for name in names:
+            try:
+                model = self._candidate(name).fit(before, **self._fit_columns())
+            except DataValidationError as exc:
+                raise type(exc)(
+                    f"candidate {name!r} cannot be fitted on the history before the validation "
+                    f"window ({cut}): {exc}"
+                ) from exc
+            forecast = model.predict(clean, origins)
+            values = forecast[[c.id_col, *KEYS]].copy()
+            for q in self.quantiles:
+                values[f"{quantile_column(q)}@{name}"] = forecast[quantile_column(q)].to_numpy()
+            if merged is None:
+                values["target_time"] = forecast["target_time"]
+                merged = values
+            else:
+                merged = merged.merge(values, on=[c.id_col, *KEYS], how="inner")
+        assert merged is not None
+        actual = clean[[c.id_col, c.time_col, c.target_col]].rename(
+            columns={c.time_col: "target_time", c.target_col: "actual"}
+        )
+        joined = merged.merge(actual, on=[c.id_col, "target_time"], how="inner")
+        numbers = joined.drop(columns=[c.id_col, "target_time", *KEYS]).to_numpy(dtype=float)
+        out = joined.loc[np.isfinite(numbers).all(axis=1)]  # no target observed, or no forecast
+        if out.empty:
+            raise NotEnoughHistoryError(
+                f"no target observed in the combination's validation window ({cut} on) with a "
+                "forecast of every candidate"
+            )
+        return out
+
+    def _series_weights(self, series: str, part: pd.DataFrame, names: list[str]) -> np.ndarray:
+        """Weights of series ``series``: candidates x quantiles."""
+        actual = part["actual"].to_numpy(dtype=float)
+        keep = np.unique(np.linspace(0, len(part) - 1, min(self.max_rows, len(part))).astype(int))
+
+        def forecasts(q: float) -> np.ndarray:
+            columns = [f"{quantile_column(q)}@{name}" for name in names]
+            return part[columns].to_numpy(dtype=float)
+
+        weights = np.zeros((len(names), len(self.quantiles)))
+        if self.method == "weights":
+            for j, q in enumerate(self.quantiles):
+                weights[:, j] = pinball_weights(forecasts(q)[keep], actual[keep], q)
+            return weights
+        tau = (self.taus or {}).get(series)
+        levels = list(self.quantiles) if tau is None else [self._nearest(float(tau))]
+        losses = [
+            np.mean([mean_pinball(forecasts(q)[:, k], actual, q) for q in levels])
+            for k in range(len(names))
+        ]
+        weights[int(np.argmin(losses))] = 1.0
+        return weights
+
+    def _nearest(self, tau: float) -> float:
+        levels = np.asarray(self.quantiles, dtype=float)
+        return float(levels[np.argmin(np.abs(levels - tau))])
+
+    def _default_weights(self, names: list[str]) -> np.ndarray:
+        fitted = list(self.weights_.values())
+        if self.method == "weights":
+            return np.mean(fitted, axis=0)
+        votes = Counter(int(np.argmax(w[:, 0])) for w in fitted)
+        weights = np.zeros((len(names), len(self.quantiles)))
+        weights[min(votes, key=lambda k: (-votes[k], k))] = 1.0
+        return weights
+
+    # -- predict ---------------------------------------------------------------------------
+    def predict(self, frame: pd.DataFrame, origins: Origins = None) -> pd.DataFrame:
+        """The weighted quantile forecasts (see :meth:`BaseForecaster.predict`)."""
+        check_is_fitted(self, "models_")
+        id_col = self.columns_.id_col
+        forecasts = {name: m.predict(frame, origins) for name, m in self.models_.items()}
+        first = next(iter(forecasts.values()))
+        series = first[id_col].astype(str).to_numpy()
+        for name, forecast in forecasts.items():
+            # every candidate forecasts the same rows in the same order (one panel, one grid)
+            if not first[[id_col, *KEYS]].equals(forecast[[id_col, *KEYS]]):
+                raise DataValidationError(f"candidate {name!r} forecast other rows than the rest")
+        index = {name: k for k, name in enumerate(self.names_)}
+        weights = np.stack([self.weights_.get(s, self.default_weights_) for s in np.unique(series)])
+        rows = np.searchsorted(np.unique(series), series)
+        levels = [quantile_column(q) for q in self.quantiles]
+        combined = np.zeros((len(first), len(levels)))
+        for name, forecast in forecasts.items():
+            w = weights[rows, index[name], :]
+            # a candidate weighed 0 for a series adds nothing, not even its NaN
+            combined += np.where(w > 0, w * forecast[levels].to_numpy(dtype=float), 0.0)
+        out = first.copy()
+        out[levels] = np.sort(np.clip(combined, 0.0, None), axis=1)
+        return out
+
+    # -- description -----------------------------------------------------------------------
+    def served_by(self, series: str) -> str:
+        """Which candidates forecast ``series``: one name, or ``name weight + ...`` (weights
+        averaged over the quantiles, largest first)."""
+        check_is_fitted(self, "models_")
+        mean = self.weights_.get(series, self.default_weights_).mean(axis=1)
+        order = [k for k in np.argsort(-mean, kind="stable") if mean[k] >= 0.005]
+        if len(order) == 1:
+            return self.names_[order[0]]
+        return " + ".join(f"{self.names_[k]} {mean[k]:.2f}" for k in order)

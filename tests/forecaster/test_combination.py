@@ -1,0 +1,154 @@
+"""The combination model: weights learned out of sample, and the model they should pick."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecaster.exceptions import ConfigError, NotEnoughHistoryError
+from forecaster.models import make_model
+from forecaster.models.combination import Combination, pinball_weights
+
+STEP = 900
+HORIZONS = (1, 4)
+QUANTILES = (0.5, 0.9)
+CANDIDATES = ("last-value", "ewma", "seasonal-naive-daily")
+
+
+def daily(days: int, seed: int, series: str, noise: float = 0.0) -> pd.DataFrame:
+    """A daily pattern (plus seeded noise): same time yesterday is exact without noise."""
+    cells = days * 86400 // STEP
+    times = pd.date_range("2026-03-02", periods=cells, freq=f"{STEP}s", tz="UTC")
+    phase = 2 * np.pi * np.arange(cells) * STEP / 86400
+    rng = np.random.default_rng(seed)
+    value = 50 + 30 * np.sin(phase) + 10 * np.sin(3 * phase) + noise * rng.normal(size=cells)
+    return pd.DataFrame({"series": series, "timestamp": times, "value": np.clip(value, 0, None)})
+
+
+def combination(**params: object) -> Combination:
+    model = make_model(
+        "combination", horizons=HORIZONS, quantiles=QUANTILES, candidates=CANDIDATES, **params
+    )
+    assert isinstance(model, Combination)
+    return model
+
+
+def test_weights_recover_the_exact_model() -> None:
+    frame = daily(days=5, seed=0, series="exact")
+    model = combination().fit(frame)
+    weights = model.weights_["exact"]
+    best = CANDIDATES.index("seasonal-naive-daily")
+    # Same time yesterday forecasts this series exactly: every quantile puts its weight there.
+    assert weights.shape == (len(CANDIDATES), len(QUANTILES))
+    np.testing.assert_allclose(weights.sum(axis=0), 1.0)
+    assert (weights[best] > 0.99).all(), weights
+    assert model.served_by("exact") == "seasonal-naive-daily"
+    assert sorted(model.models_) == ["seasonal-naive-daily"]  # the unused are not kept
+
+
+def test_selection_picks_the_exact_model_and_a_level_series_its_own() -> None:
+    level = daily(days=5, seed=1, series="level", noise=0.0)
+    level["value"] = 20.0 + np.repeat(np.arange(len(level) // 8), 8)[: len(level)] * 0.05
+    frame = pd.concat([daily(days=5, seed=0, series="exact"), level], ignore_index=True)
+    model = make_model(
+        "auto", horizons=HORIZONS, quantiles=QUANTILES, candidates=CANDIDATES, taus={"exact": 0.9}
+    ).fit(frame)
+    assert model.served_by("exact") == "seasonal-naive-daily"
+    # A slow ramp in steps: the last value is nearly exact, yesterday's is a day behind.
+    assert model.served_by("level") == "last-value"
+    for weights in model.weights_.values():
+        assert sorted(np.unique(weights)) == [0.0, 1.0]
+
+
+def test_weights_are_learned_out_of_sample_and_read_nothing_after_the_cut() -> None:
+    # The noise doubles in the last day: error bands fitted on it differ from those before it.
+    frame = daily(days=6, seed=2, series="s", noise=2.0)
+    last_day = frame["timestamp"] >= frame["timestamp"].max() - pd.Timedelta("1d")
+    frame.loc[last_day, "value"] += np.random.default_rng(3).normal(0, 8, last_day.sum())
+    cut = frame["timestamp"].max() - pd.Timedelta("12h")
+    train = frame[frame["timestamp"] < cut]
+    model = combination(validation_window="1d").fit(train)
+
+    # By hand: the candidates fitted before the validation window forecast its origins.
+    grid = pd.Timedelta(seconds=STEP)
+    start = train["timestamp"].max() - (86400 // STEP - 1) * grid
+    origins = pd.date_range(start, train["timestamp"].max() - grid, freq=grid)
+    before = train[train["timestamp"] < start]
+    actual = train.set_index("timestamp")["value"]
+
+    def weights(fitted_on: pd.DataFrame) -> np.ndarray:
+        forecasts = [
+            make_model(name, horizons=HORIZONS, quantiles=QUANTILES)
+            .fit(fitted_on)
+            .predict(train, origins)
+            for name in CANDIDATES
+        ]
+        observed = actual.reindex(forecasts[0]["target_time"]).to_numpy()
+        known = np.isfinite(observed)
+        return np.stack(
+            [
+                pinball_weights(
+                    np.column_stack([f[f"q{q:g}"].to_numpy()[known] for f in forecasts]),
+                    observed[known],
+                    q,
+                )
+                for q in QUANTILES
+            ],
+            axis=1,
+        )
+
+    np.testing.assert_allclose(model.weights_["s"], weights(before), atol=1e-6)
+    # Candidates that had seen the validation window would have weighed it otherwise.
+    assert not np.allclose(weights(train), weights(before), atol=1e-3)
+
+    # Whatever follows the training cut, the weights and the forecasts at the cut are the same.
+    corrupted = frame.copy()
+    after = corrupted["timestamp"] >= cut
+    corrupted.loc[after, "value"] = corrupted.loc[after, "value"] * 7 + 3
+    again = combination(validation_window="1d").fit(corrupted[corrupted["timestamp"] < cut])
+    np.testing.assert_array_equal(again.weights_["s"], model.weights_["s"])
+    last = pd.DatetimeIndex([train["timestamp"].max()])
+    pd.testing.assert_frame_equal(model.predict(frame, last), again.predict(corrupted, last))
+
+
+def test_an_unseen_series_gets_the_average_weights() -> None:
+    frame = pd.concat([daily(5, 0, "a"), daily(5, 1, "b", noise=3.0)], ignore_index=True)
+    model = combination().fit(frame)
+    np.testing.assert_allclose(
+        model.default_weights_, (model.weights_["a"] + model.weights_["b"]) / 2
+    )
+    unseen = daily(5, 2, "c").tail(200)
+    out = model.predict(unseen)
+    assert len(out) == len(HORIZONS) and np.isfinite(out[["q0.5", "q0.9"]]).all().all()
+
+
+def test_a_validation_window_longer_than_the_history_is_refused() -> None:
+    with pytest.raises(NotEnoughHistoryError, match="validation window \\(672 cells\\)"):
+        combination(validation_window="7d").fit(daily(days=3, seed=0, series="s"))
+
+
+def test_a_validation_window_with_nothing_observed_is_refused() -> None:
+    frame = daily(days=4, seed=0, series="s")
+    frame.loc[frame["timestamp"] >= frame["timestamp"].max() - pd.Timedelta("1d"), "value"] = None
+    with pytest.raises(NotEnoughHistoryError, match="no target observed in the combination's"):
+        combination().fit(frame)
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"candidates": ("ewma", "prophet")}, r"`candidates`: 'prophet' is not a registered"),
+        ({"candidates": ("ewma", "combination")}, r"`candidates`: 'combination' is not"),
+        ({"candidates": ("ewma", "ewma")}, r"`candidates` must be a list of distinct"),
+        ({"candidates": "ewma"}, r"`candidates` must be a list .*got 'ewma'"),
+        ({"method": "vote"}, r"`method` must be one of \['weights', 'select'\], got 'vote'"),
+        ({"candidate_params": {"intermittent": {}}}, r"`candidate_params` names .*'intermittent'"),
+        ({"taus": {"chat": 1.5}}, r"`taus`: 'chat' must lie in \(0, 1\), got 1.5"),
+        ({"max_rows": 1}, r"`max_rows` must be a whole number >= 2, got 1"),
+    ],
+)
+def test_bad_params_name_the_field_and_the_value(params: dict[str, object], match: str) -> None:
+    model = Combination(horizons=HORIZONS, quantiles=QUANTILES, **params)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=match):
+        model.check_params()
