@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Cli
     token_file: Path = tmp_path_factory.mktemp("token") / "token"
     token_file.write_text(TOKEN)
     settings = ServingSettings(port=free_port(), grpc_port=None, token_file=token_file)
+    with _serving(settings, config, frame, registry) as http:
+        yield http, frame
+
+
+@contextmanager
+def _serving(
+    settings: ServingSettings, config: Any, frame: pd.DataFrame, registry: DictRegistry
+) -> Iterator[httpx.Client]:
+    """The app over real HTTP, once every workload has a forecast."""
     app = create_app(settings, ServingComponents(config, lambda: FrameSource(frame), registry))
     with (
         running(app, lambda a: uvicorn_config(a, settings)),
@@ -54,7 +64,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Cli
     ):
         store = app.state.runtime.store
         wait_until(lambda: all(s.forecast for s in store.current.states.values()))
-        yield http, frame
+        yield http
 
 
 @pytest.mark.integration
@@ -83,13 +93,7 @@ def test_explain_names_the_model_a_selection_serves_each_workload_with() -> None
     registry.add(planner)
     config = refresh_config(levels, workload_specs=workload_specs, max_staleness=3600.0)
     settings = ServingSettings(port=free_port(), grpc_port=None)
-    app = create_app(settings, ServingComponents(config, lambda: FrameSource(frame), registry))
-    with (
-        running(app, lambda a: uvicorn_config(a, settings)),
-        httpx.Client(base_url=f"http://127.0.0.1:{settings.port}", timeout=5) as http,
-    ):
-        store = app.state.runtime.store
-        wait_until(lambda: all(s.forecast for s in store.current.states.values()))
+    with _serving(settings, config, frame, registry) as http:
         served = {n: http.get(f"/v1/workloads/{n}/explain").json()["servedBy"] for n in levels}
     assert served == {"chat": "seasonal-naive-daily", "batch": "last-value"}
     assert served == {n: planner.served_by(n) for n in levels}
