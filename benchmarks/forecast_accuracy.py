@@ -52,7 +52,13 @@ from forecaster.evaluation import RollingOrigin, evaluate
 from forecaster.frame import regularize, validate_frame
 from forecaster.models import MODELS, make_model
 from forecaster.scenarios import SCENARIOS
-from prewarm.evaluate import DEFAULT_QUANTILES, horizon_cells, season_cells, window_cells
+from prewarm.evaluate import (
+    DEFAULT_QUANTILES,
+    horizon_cells,
+    season_cells,
+    window_cells,
+    window_horizons,
+)
 from training.sources.file import load_history
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -250,7 +256,7 @@ def evaluate_dataset(
         "window_cells": list(window),
         "models": {},
     }
-    horizons = tuple(range(window[0], window[1] + 1))
+    horizons = window_horizons(window)
     for name, (kind, factory) in contenders.items():
         model = factory(name, horizons=horizons, quantiles=DEFAULT_QUANTILES)
         try:

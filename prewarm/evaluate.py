@@ -46,6 +46,11 @@ def window_cells(horizon_seconds: int, hold_seconds: int, step: int) -> tuple[in
     return first, first + math.ceil(hold_seconds / step)
 
 
+def window_horizons(window: tuple[int, int]) -> tuple[int, ...]:
+    """Every horizon (cells) of ``window``: what each model forecasts to score it."""
+    return tuple(range(window[0], window[1] + 1))
+
+
 def season_cells(step: int) -> int:
     """One day of cells for sub-daily data, one week for daily data."""
     return DAY // step if step < DAY else max(1, 7 * DAY // step)
@@ -165,7 +170,7 @@ def _models_for(
     from forecaster.models import MODELS, make_model
 
     estimators, skipped = {}, {}
-    horizons = tuple(range(window[0], window[1] + 1))
+    horizons = window_horizons(window)
     for name in names or list(MODELS):
         model = make_model(name, horizons=horizons, quantiles=DEFAULT_QUANTILES)
         reason = _season_shortfall(model.get_params().get("season"), history_seconds)

@@ -220,8 +220,7 @@ def refresh_config_from_project(config: TrainConfig, shard: Shard | None = None)
         When ``shard`` holds none of the config's workloads.
     """
     held = [w for w in config.workloads if shard is None or shard.holds(w.name)]
-    if not held:
-        assert shard is not None
+    if shard is not None and not held:
         raise ConfigError(
             f"shard {shard.index}/{shard.count} holds none of the config's "
             f"{len(config.workloads)} workload(s): use fewer shards"

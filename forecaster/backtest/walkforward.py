@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.exceptions import ConfigError, NotEnoughHistoryError
-from forecaster.models.base import BaseForecaster, quantile_column
+from forecaster.models.base import BaseForecaster
 from forecaster.policies.base import QuantileForecast
 from forecaster.splitting import Fold, origins
 
@@ -103,31 +103,23 @@ def walk_forward_forecast(
     horizons = tuple(int(h) for h in horizons)
     quantiles = tuple(float(q) for q in quantiles)
     frame = pd.DataFrame({"series": series, "timestamp": times, "value": values})
-    out = np.full((len(values), len(horizons), len(quantiles)), np.nan)
-    window: np.ndarray | None = None
     periods = list(splitter.split(len(values)))
-    columns = [quantile_column(q) for q in quantiles]
+    forecasts, windows = [], []
     for done, (train, test) in enumerate(periods, start=1):
         model = make_model(horizons, quantiles)
         model.fit(frame.iloc[train.start : train.stop])
         served = origins(test)
         context = frame.iloc[train.start : served.stop]
-        forecast = model.predict(context, origins=times[served.start : served.stop])
-        out[
-            _rows(forecast, times), np.searchsorted(horizons, forecast["horizon"].to_numpy()), :
-        ] = forecast[columns].to_numpy(dtype=float)
+        forecasts.append(model.predict(context, origins=times[served.start : served.stop]))
         spanned = model.predict_window(context, origins=times[served.start : served.stop])
         if spanned is not None:
-            window = np.full((len(values), len(quantiles)), np.nan) if window is None else window
-            window[_rows(spanned, times), :] = spanned[columns].to_numpy(dtype=float)
+            windows.append(spanned)
         if progress is not None:
             progress(done, len(periods))
-    return QuantileForecast(out, horizons, quantiles, window)
-
-
-def _rows(forecast: pd.DataFrame, times: pd.DatetimeIndex) -> np.ndarray:
-    """Data index of each forecast row's origin on the grid ``times``."""
-    rows: np.ndarray = ((forecast["origin"] - times[0]) // (times[1] - times[0])).to_numpy(
-        dtype=int
+    return QuantileForecast.from_long(
+        pd.concat(forecasts, ignore_index=True),
+        pd.concat(windows, ignore_index=True) if windows else None,
+        times,
+        horizons,
+        quantiles,
     )
-    return rows

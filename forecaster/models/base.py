@@ -88,15 +88,8 @@ class BaseForecaster(BaseEstimator):
         covariates: Sequence[str] = (),
     ) -> Self:
         """Learn from every origin of ``frame`` (a long frame on a regular grid; NaN = gap)."""
-        self._check_params()
-        columns = Columns(id_col, time_col, target_col)
-        clean = validate_frame(
-            frame, columns=columns, covariates=covariates, min_rows=2, allow_missing=True
-        )
-        self.columns_ = columns
-        self.covariates_ = tuple(covariates)
-        self.step_ = infer_step(clean, columns=columns)
-        panel = Panel.from_frame(clean, self.step_, columns=columns, covariates=covariates)
+        clean = self._training_frame(frame, Columns(id_col, time_col, target_col), covariates)
+        panel = Panel.from_frame(clean, self.step_, columns=self.columns_, covariates=covariates)
         self.series_codes_ = {name: code for code, name in enumerate(panel.names)}
         self._fit_panel(panel)
         return self
@@ -172,6 +165,20 @@ class BaseForecaster(BaseEstimator):
         self._check_params()
 
     # -- shared helpers ----------------------------------------------------------------------
+    def _training_frame(
+        self, frame: pd.DataFrame, columns: Columns, covariates: Sequence[str]
+    ) -> pd.DataFrame:
+        """``frame`` checked for fitting, after the parameters; records its columns, its
+        covariates and its grid step."""
+        self._check_params()
+        clean = validate_frame(
+            frame, columns=columns, covariates=covariates, min_rows=2, allow_missing=True
+        )
+        self.columns_ = columns
+        self.covariates_ = tuple(covariates)
+        self.step_ = infer_step(clean, columns=columns)
+        return clean
+
     def _check_params(self) -> None:
         horizons = list(self.horizons)
         if not horizons or any(

@@ -28,6 +28,14 @@ def forward_fill(values: np.ndarray) -> np.ndarray:
     return pd.Series(values).ffill().to_numpy()
 
 
+def ewma(values: np.ndarray, halflife: str, step: int, name: str = "halflife") -> np.ndarray:
+    """Exponentially weighted mean of ``values`` after each cell, gaps skipped, with a
+    half-life of ``halflife`` (a duration; at least half a cell)."""
+    cells = max(parse_duration(halflife, name=name) / step, 0.5)
+    smoothed: np.ndarray = pd.Series(values).ewm(halflife=cells, ignore_na=True).mean().to_numpy()
+    return smoothed
+
+
 class PointBaseline(BaseForecaster):
     """Shared machinery of the baselines; subclasses define :meth:`point`.
 
@@ -160,9 +168,7 @@ class EWMA(PointBaseline):
         self.target = target
 
     def point(self, panel: Panel, s: int, origins: np.ndarray, horizons: np.ndarray) -> np.ndarray:
-        cells = max(parse_duration(self.halflife, name="halflife") / panel.step, 0.5)
-        smoothed = pd.Series(panel.values[s]).ewm(halflife=cells, ignore_na=True).mean()
-        return smoothed.to_numpy()[origins]
+        return ewma(panel.values[s], self.halflife, panel.step)[origins]
 
 
 class SeasonalNaive(PointBaseline):

@@ -33,7 +33,8 @@ from sklearn.utils.validation import check_is_fitted
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError, shown
 from forecaster.features import FeatureConfig
-from forecaster.frame import Columns, infer_step, validate_frame
+from forecaster.frame import Columns
+from forecaster.metrics import pinball_loss
 from forecaster.models.base import BaseForecaster, Origins, quantile_column
 from forecaster.models.components import COMPONENTS
 
@@ -69,12 +70,6 @@ def pinball_weights(forecasts: np.ndarray, actual: np.ndarray, quantile: float) 
         return np.full(k, 1.0 / k)
     weights = np.clip(result.x[:k], 0.0, None)
     return weights / weights.sum()
-
-
-def mean_pinball(forecast: np.ndarray, actual: np.ndarray, quantile: float) -> float:
-    """Mean pinball loss of ``forecast`` at ``quantile``."""
-    diff = actual - forecast
-    return float(np.mean(np.maximum(quantile * diff, (quantile - 1.0) * diff)))
 
 
 class Combination(BaseForecaster):
@@ -196,14 +191,7 @@ class Combination(BaseForecaster):
     ) -> Self:
         """Learn the weights on the last ``validation_window`` of ``frame``, then refit the
         candidates on all of it."""
-        self._check_params()
-        columns = Columns(id_col, time_col, target_col)
-        clean = validate_frame(
-            frame, columns=columns, covariates=covariates, min_rows=2, allow_missing=True
-        )
-        self.columns_ = columns
-        self.covariates_ = tuple(covariates)
-        self.step_ = infer_step(clean, columns=columns)
+        clean = self._training_frame(frame, Columns(id_col, time_col, target_col), covariates)
         names = list(self.candidates)
         origins, cut = self._validation_origins(clean)
         stacked = self._validation_forecasts(clean, cut, origins, names)
@@ -312,7 +300,7 @@ class Combination(BaseForecaster):
         tau = (self.taus or {}).get(series)
         levels = list(self.quantiles) if tau is None else [self._nearest(float(tau))]
         losses = [
-            np.mean([mean_pinball(forecasts(q)[:, k], actual, q) for q in levels])
+            np.mean([pinball_loss(actual, forecasts(q)[:, k], q) for q in levels])
             for k in range(len(names))
         ]
         weights[int(np.argmin(losses))] = 1.0

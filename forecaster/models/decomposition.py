@@ -19,7 +19,7 @@ import pandas as pd
 
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
-from forecaster.models.baseline import PointBaseline
+from forecaster.models.baseline import PointBaseline, ewma
 from forecaster.panel import Panel
 
 # A season is learned only from this many full periods of history: one period would be the
@@ -134,6 +134,5 @@ class SeasonalDecomposition(PointBaseline):
     def point(self, panel: Panel, s: int, origins: np.ndarray, horizons: np.ndarray) -> np.ndarray:
         values = panel.values[s]
         history = self.seasonal(panel, s, np.arange(len(values)))
-        cells = max(parse_duration(self.halflife, name="halflife") / panel.step, 0.5)
-        level = pd.Series(values - history).ewm(halflife=cells, ignore_na=True).mean().to_numpy()
+        level = ewma(values - history, self.halflife, panel.step)
         return level[origins] + self.seasonal(panel, s, origins + horizons)

@@ -22,6 +22,7 @@ from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from forecaster.features import MIN_SCALE
 from forecaster.models.base import BaseForecaster
+from forecaster.models.baseline import ewma
 from forecaster.panel import Panel
 
 # Levels at which the ratio distribution is kept: enough to interpolate any quantile.
@@ -80,12 +81,10 @@ class Intermittent(BaseForecaster):
         """``p`` and ``z`` after each cell of ``values`` (``z`` NaN before any demand)."""
         seen = np.isfinite(values)
         occurred = np.where(seen, values > 0, np.nan)
-        p_cells = max(parse_duration(self.occurrence_halflife) / step, 0.5)
-        p = pd.Series(occurred).ewm(halflife=p_cells, ignore_na=True).mean().to_numpy()
+        p = ewma(occurred, self.occurrence_halflife, step, "occurrence_halflife")
         # The size EWMA moves only at cells with demand: its half-life counts those cells.
         sizes = np.where(seen & (values > 0), values, np.nan)
-        z_cells = max(parse_duration(self.size_halflife) / step, 0.5)
-        z = pd.Series(sizes).ewm(halflife=z_cells, ignore_na=True).mean().ffill().to_numpy()
+        z = pd.Series(ewma(sizes, self.size_halflife, step, "size_halflife")).ffill().to_numpy()
         return p, z
 
     def _ratios(self, values: np.ndarray, z: np.ndarray) -> np.ndarray:
