@@ -28,8 +28,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Two workers by default (PYTEST_WORKERS=0 runs in one process). A file's tests stay on one
+# worker, so a module's fixture (a trained model, a live server) is built once and a teardown
+# that checks what the whole module reached sees all of it.
+PYTEST_WORKERS ?= 2
 pytest: $(STAMP) prometheus
-	$(BIN)/python -m pytest --nbmake tests notebooks
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --nbmake tests notebooks
 
 # The integration tests run a real Prometheus (Debian package `prometheus`). Install it when
 # it is missing and we may (root, or sudo without a password); otherwise those tests skip,

@@ -97,7 +97,10 @@ the empirical coverage of each workload's quantile may fall, 0.1).
 and ``--tracking-uri`` override it); ``experiment`` (``prewarm``); ``registered_model``
 (``prewarm-forecaster``); ``artifact_location`` (default ``./mlartifacts`` beside a SQLite
 store); ``plotted_workloads`` (how many workloads get figures in a run, the costliest at the
-SLO first, 20: drawing them costs about a second each; every workload's metrics are logged).
+SLO first, 20: drawing them costs about a second each; every workload's metrics are logged);
+``example_workloads`` (how many workloads' recent history the model stores as its input
+example, which loading validates it on, 20, spread evenly over the sorted names: at 1,000
+workloads a whole-fleet example is millions of rows written as JSON).
 
 ``serving`` (read by ``prewarm serve``): ``refresh_interval`` (``15s``), ``max_staleness``
 (``2m``, at least ``refresh_interval``; loading warns, in ``train`` as in ``serve``, when it is
@@ -814,6 +817,11 @@ class MlflowConfig(_Strict):
         default=20,
         ge=0,
         description="Workloads whose figures a run logs: the costliest at the SLO.",
+    )
+    example_workloads: int = Field(
+        default=20,
+        ge=1,
+        description="Workloads whose recent history is the model's stored input example.",
     )
 
 

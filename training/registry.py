@@ -6,8 +6,9 @@ Serving codes against exactly these names::
     loaded = load_champion("prewarm-forecaster")              # LoadedModel[PrewarmModel]
     plan = loaded.model.plan(recent_history)                  # forecaster.capacity columns
 
-A model that cannot be loaded, or whose prediction on its own stored input example is
-missing columns, not finite or negative, raises :class:`~training.exceptions.ModelLoadError`
+A model that cannot be loaded, or whose prediction on its own stored input example (the
+recent history of up to ``mlflow.example_workloads`` of its workloads) is missing columns,
+not finite or negative, raises :class:`~training.exceptions.ModelLoadError`
 so the caller keeps the last good model.
 """
 

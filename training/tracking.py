@@ -284,9 +284,11 @@ def log_run(client: MlflowClient, experiment_id: str, record: TrainingRecord) ->
     name = config.mlflow.registered_model
     score = record.scores[-1]
     frame = history.frame
+    shown = example_workloads(planner.workloads, config.mlflow.example_workloads)
     example = to_naive_utc(
-        frame.sort_values(["series", "timestamp"])
-        .groupby("series", sort=True)
+        frame[frame["series"].isin(shown)]
+        .sort_values(["series", "timestamp"])
+        .groupby("series", sort=True, observed=True)
         .tail(planner.history_cells_needed)
         .reset_index(drop=True)
     )
@@ -416,6 +418,25 @@ def _window(
             if r.missing
         ],
     }
+
+
+def example_workloads(workloads: tuple[str, ...], count: int) -> list[str]:
+    """The ``count`` workloads whose recent history is the model's input example, spread
+    evenly over the sorted names (all of them when there are no more).
+
+    Loading validates a version on its example (:func:`training.registry.validate_model`),
+    so a sample keeps that check on every load while the example stays a few MiB: the whole
+    fleet's at 1,000 workloads is ten million rows that MLflow writes as JSON. Serving checks
+    every workload's plan on every refresh.
+
+    >>> example_workloads(("a", "b", "c", "d", "e"), 3)
+    ['a', 'c', 'e']
+    """
+    names = sorted(workloads)
+    if len(names) <= count:
+        return names
+    picks = np.linspace(0, len(names) - 1, count).round().astype(int)
+    return [names[i] for i in dict.fromkeys(picks.tolist())]
 
 
 def plotted_workloads(config: TrainConfig, score: ModelScore) -> list[str]:

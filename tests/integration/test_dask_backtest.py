@@ -154,5 +154,9 @@ def test_a_scheduler_without_workers_is_refused() -> None:
 def test_a_worker_that_dies_loses_the_work_with_a_clear_error(cluster: object) -> None:
     # Last in the module: each attempt kills the worker running it (the nanny restarts it).
     lost = pytest.raises(ComputeError, match=r"the Dask cluster lost the work of 'w': Killed")
-    with dask_client(cluster.scheduler_address) as client, lost:  # type: ignore[attr-defined]
-        list(map_calls(os._exit, {"w": (1,)}, client))
+    with dask_client(cluster.scheduler_address) as client:  # type: ignore[attr-defined]
+        with lost:
+            list(map_calls(os._exit, {"w": (1,)}, client))
+        # The nannies are still restarting the killed workers: closing the cluster under a
+        # restart fails (a process that has not started cannot be joined), so wait for both.
+        client.wait_for_workers(2, timeout=120)

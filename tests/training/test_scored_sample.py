@@ -1,4 +1,5 @@
-"""A large fleet's folds score a sample of its workloads, spread over tiers and sizes."""
+"""A large fleet's folds score a sample of its workloads, spread over tiers and sizes, and its
+model stores the history of a sample of them as its input example."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from forecaster.scenarios import gpu_inference_demand
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
 from training.config import parse_config
 from training.pipeline import run_training
+from training.registry import load_model_version
 from training.scoring import scored_sample
+from training.tracking import example_workloads
 
 
 def _fleet(levels: dict[str, tuple[int, float]]) -> tuple[dict[str, WorkloadPolicy], pd.DataFrame]:
@@ -43,6 +46,13 @@ def test_the_sample_spans_every_tier_and_both_ends_of_demand() -> None:
     assert scored_sample(policies, frame, 4) == sample  # no random draw
 
 
+def test_the_example_spreads_over_the_names_and_holds_every_one_of_a_small_fleet() -> None:
+    names = tuple(f"w{k:02d}" for k in range(10))
+    assert example_workloads(names[::-1], 3) == ["w00", "w04", "w09"]
+    assert example_workloads(names, 1) == ["w00"]
+    assert example_workloads(names, 10) == example_workloads(names, 50) == sorted(names)
+
+
 def test_a_fleet_within_the_limit_is_scored_whole() -> None:
     policies, frame = _fleet({"a": (2, 1.0), "b": (2, 2.0), "c": (1, 3.0)})
     assert scored_sample(policies, frame, 3) == ["a", "b", "c"]
@@ -51,7 +61,7 @@ def test_a_fleet_within_the_limit_is_scored_whole() -> None:
 
 
 @pytest.mark.integration
-def test_training_gates_on_the_sample_and_says_which_were_scored(tmp_path: Path) -> None:
+def test_training_gates_on_the_sample_and_stores_a_sampled_example(tmp_path: Path) -> None:
     names = ["chat", "image", "embed", "rerank"]
     frame = pd.concat(
         [
@@ -72,7 +82,8 @@ def test_training_gates_on_the_sample_and_says_which_were_scored(tmp_path: Path)
         "model": {"name": "lightgbm", "params": {"n_estimators": 10}},
         "evaluation": {"window": "6h", "train_window": "2d", "policies": ["predictive"],
                        "scored_workloads": 2},
-        "mlflow": {"tracking_uri": uri, "registered_model": "sampled", "plotted_workloads": 0},
+        "mlflow": {"tracking_uri": uri, "registered_model": "sampled", "plotted_workloads": 0,
+                   "example_workloads": 2},
     }  # fmt: skip
     result = run_training(parse_config(settings))
     client = MlflowClient(tracking_uri=uri)
@@ -83,3 +94,15 @@ def test_training_gates_on_the_sample_and_says_which_were_scored(tmp_path: Path)
     scored = {key.split(".")[0] for key in run.data.metrics if key.endswith(".pinball")}
     assert scored == {"chat", "rerank"}
     assert result.model is not None and sorted(result.model.workloads) == sorted(names)
+    # The stored example holds two workloads' recent history, the first and last by name;
+    # loading validates the version on it, and the version plans for all four.
+    import mlflow.pyfunc
+
+    assert result.version is not None
+    stored = mlflow.pyfunc.load_model(f"models:/sampled/{result.version}").input_example
+    assert isinstance(stored, pd.DataFrame)
+    assert sorted(set(stored["series"])) == ["chat", "rerank"]
+    kept = min(result.model.history_cells_needed, len(frame) // len(names))
+    assert stored.groupby("series").size().eq(kept).all()
+    loaded = load_model_version("sampled", result.version, uri)
+    assert loaded.model.plan(frame)["series"].tolist() == sorted(names)
