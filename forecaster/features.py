@@ -197,6 +197,12 @@ def _event_names(config: FeatureConfig) -> list[str]:
     return list(dict.fromkeys(event.name for event in config.events))
 
 
+GROUP_CELLS = 4_000_000
+"""Cells of history one pass of :func:`build_features` holds window statistics of (their
+prefix arrays take about 48 bytes a cell): a fleet's features are built a group of series at
+a time, so memory follows the group and the rows asked for, not the fleet's history."""
+
+
 def build_features(
     panel: Panel,
     origins: Sequence[np.ndarray],
@@ -204,7 +210,9 @@ def build_features(
     config: FeatureConfig,
     series_codes: Sequence[int] | None = None,
 ) -> FeatureMatrix:
-    """Features for every series, origin and horizon, in one vectorized pass over all series.
+    """Features for every series, origin and horizon: rows ordered by series, then origin,
+    then horizon, built vectorized over groups of series of at most :data:`GROUP_CELLS`
+    cells of history each.
 
     Parameters
     ----------
@@ -219,8 +227,52 @@ def build_features(
     series_codes
         Integer code of each series for the categorical id feature (default: its position).
     """
-    step = panel.step
     horizon_arr = np.asarray(horizons, dtype=np.int64)
+    codes = np.arange(len(panel.names)) if series_codes is None else np.asarray(series_codes)
+    groups = _series_groups(panel, GROUP_CELLS)
+    if len(groups) <= 1:  # the group's matrix is the matrix: no copy
+        return _group_features(panel, origins, horizon_arr, config, codes)
+    names = feature_names(config, panel.step, list(panel.covariates))
+    rows = np.array([len(cells) * len(horizon_arr) for cells in origins], dtype=np.int64)
+    X = np.empty((int(rows.sum()), len(names)), dtype=np.float32)
+    series, origin, horizon, scale = (np.empty(len(X), dtype=t) for t in ("i8", "i8", "i8", "f8"))
+    first_row = 0
+    for group in groups:
+        part = _group_features(
+            panel.subset(group), [origins[s] for s in group], horizon_arr, config, codes[group]
+        )
+        done = slice(first_row, first_row + len(part.X))
+        X[done], series[done], origin[done] = part.X, group[part.series], part.origin
+        horizon[done], scale[done] = part.horizon, part.scale
+        first_row = done.stop
+    return FeatureMatrix(
+        X=X, names=tuple(names), series=series, origin=origin, horizon=horizon, scale=scale
+    )
+
+
+def _series_groups(panel: Panel, cells: int) -> list[np.ndarray]:
+    """Consecutive series, each group holding at most ``cells`` cells of history (a longer
+    series is a group of its own)."""
+    lengths = np.array([len(v) for v in panel.values], dtype=np.int64)
+    groups: list[np.ndarray] = []
+    start = 0
+    while start < len(lengths):
+        fits = np.searchsorted(np.cumsum(lengths[start:]), cells, side="right")
+        stop = start + max(1, int(fits))
+        groups.append(np.arange(start, stop))
+        start = stop
+    return groups
+
+
+def _group_features(
+    panel: Panel,
+    origins: Sequence[np.ndarray],
+    horizon_arr: np.ndarray,
+    config: FeatureConfig,
+    codes: np.ndarray,
+) -> FeatureMatrix:
+    """:func:`build_features` of one group of series, in one vectorized pass."""
+    step = panel.step
     counts = np.array([len(cells) * len(horizon_arr) for cells in origins], dtype=np.int64)
     series = np.repeat(np.arange(len(panel.names)), counts)
     o = np.concatenate(
@@ -235,7 +287,6 @@ def build_features(
     origin, target = lower + o, lower + o + h
 
     scale = trailing_scale(stats, _cells(config.scale_window, step), origin, lower, upper)
-    codes = np.arange(len(panel.names)) if series_codes is None else np.asarray(series_codes)
     names = feature_names(config, step, list(panel.covariates))
     columns = _Columns(len(o), len(names))
     columns.extend([codes[series].astype(float), h.astype(float), np.log1p(scale)])

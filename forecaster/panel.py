@@ -81,6 +81,17 @@ class Panel:
             covariates={c: tuple(v) for c, v in covs.items()},
         )
 
+    def subset(self, series: Sequence[int] | np.ndarray) -> Panel:
+        """The panel of series numbers ``series`` only, in that order (arrays shared)."""
+        picked = [int(s) for s in series]
+        return Panel(
+            step=self.step,
+            names=tuple(self.names[s] for s in picked),
+            starts=self.starts[picked],
+            values=tuple(self.values[s] for s in picked),
+            covariates={c: tuple(v[s] for s in picked) for c, v in self.covariates.items()},
+        )
+
     def times(self, series: int, index: np.ndarray) -> np.ndarray:
         """Unix seconds of grid cells ``index`` of series number ``series``."""
         return self.starts[series] + np.asarray(index, dtype=np.int64) * self.step

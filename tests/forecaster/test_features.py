@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import forecaster.features
 from forecaster.exceptions import ConfigError
 from forecaster.features import Event, FeatureConfig, build_features, feature_names, target_values
 from forecaster.panel import Panel
@@ -107,6 +108,54 @@ def test_the_matrix_is_built_without_a_float64_copy_of_it():
         tracemalloc.stop()
     assert matrix.X.dtype == np.float32 and matrix.X.shape == (10 * (cells - 100), 24)
     assert peak < 4 * matrix.X.nbytes
+
+
+def _fleet(series: int, cells: int) -> tuple[Panel, list[np.ndarray]]:
+    """``series`` series of ``cells`` cells (their lengths and starts differ a little, one
+    has a gap), a covariate, and a few origins each."""
+    rng = np.random.default_rng(8)
+    values = [rng.gamma(2.0, 10.0, cells - 7 * (i % 3)) for i in range(series)]
+    values[1][50:70] = np.nan
+    names = tuple(f"s{i}" for i in range(series))
+    starts = START + STEP * np.arange(series)
+    gpu = tuple(rng.uniform(0, 1, len(v)) for v in values)
+    origins = [np.array([0, 3, len(v) // 2, len(v) - 1]) for v in values]
+    return Panel(STEP, names, starts, tuple(values), {"gpu": gpu}), origins
+
+
+def test_a_fleet_built_a_group_of_series_at_a_time_is_the_one_pass_matrix(monkeypatch):
+    p, origins = _fleet(series=7, cells=3 * 1440)
+    config = FeatureConfig(covariate_lags=(0, 2), events=CONFIG.events)
+    codes = [10 + i for i in range(7)]
+    whole = build_features(p, origins, (1, 6), config, codes)
+    # Groups of two series (four cells short of two whole ones), then one of one.
+    monkeypatch.setattr(forecaster.features, "GROUP_CELLS", 2 * 3 * 1440 - 4)
+    grouped = build_features(p, origins, (1, 6), config, codes)
+    assert grouped.names == whole.names
+    np.testing.assert_array_equal(grouped.X, whole.X)
+    for field in ("series", "origin", "horizon"):
+        np.testing.assert_array_equal(getattr(grouped, field), getattr(whole, field))
+    # The scale is a difference of prefix sums, which start over with each group: equal up
+    # to the last bits of a float64 (the matrix, in float32, is equal).
+    np.testing.assert_allclose(grouped.scale, whole.scale, rtol=1e-10)
+
+
+def test_window_statistics_are_held_for_one_group_of_series_at_a_time(monkeypatch):
+    # A few origins over a long history: the window statistics' prefix arrays (8 bytes a
+    # cell each) are the memory, and grouping bounds them by the group, not the fleet.
+    p, origins = _fleet(series=20, cells=7 * 1440)
+
+    def peak() -> int:
+        tracemalloc.start()
+        try:
+            build_features(p, origins, (6,), FeatureConfig())
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    whole = peak()
+    monkeypatch.setattr(forecaster.features, "GROUP_CELLS", 7 * 1440)
+    assert peak() < whole / 8
 
 
 @settings(max_examples=25, deadline=None)
