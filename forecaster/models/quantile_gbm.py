@@ -110,7 +110,8 @@ class QuantileGradientBoosting(BaseForecaster):
     calibration_window
         Most recent span of the training data held out for conformal calibration, or None.
     max_train_rows
-        Training rows are sampled down to this many (seeded) to bound the fit time.
+        Training rows are sampled down to this many (seeded) to bound the fit time; beyond
+        twice as many, the origins are sampled before any feature is built.
     n_estimators, learning_rate, num_leaves, min_child_samples
         Boosting rounds, shrinkage, leaves per tree and fewest rows per leaf (HistGradientBoosting:
         ``max_iter``, ``learning_rate``, ``max_leaf_nodes``, ``min_samples_leaf``).
@@ -183,6 +184,7 @@ class QuantileGradientBoosting(BaseForecaster):
         self.features_ = self.features or FeatureConfig()
         origins = self._training_origins(panel, self.horizons)
         train, calibration = self._split(panel, origins)
+        train = self._sampled_origins(train)
         matrix = build_features(panel, train, self.horizons, self.features_, self._codes(panel))
         ratio = target_values(panel, matrix) / matrix.scale - self._anchor(matrix)
         rows = self._training_rows(ratio, 10 * len(self.horizons))
@@ -207,6 +209,27 @@ class QuantileGradientBoosting(BaseForecaster):
         self.window_calibrator_: ConformalCalibrator | None = None
         if self.window_span is not None:
             self._fit_window(panel, train, calibration, matrix)
+
+    def _sampled_origins(self, origins: list[np.ndarray]) -> list[np.ndarray]:
+        """The training origins, or a seeded sample of them, uniform over every series'
+        cells, when more would only be built to be sampled away: twice the origins whose
+        rows fill ``max_train_rows`` (a row per horizon, and one per origin for the window
+        target), so that the rows with an observed target still do. A fleet's features then
+        cost what the fit uses, not its whole history times its horizons."""
+        per_origin = 1 if self.window_span is not None else len(self.horizons)
+        wanted = -(-2 * self.max_train_rows // per_origin)
+        counts = np.array([len(cells) for cells in origins], dtype=np.int64)
+        if counts.sum() <= wanted:
+            return origins
+        picked = np.sort(
+            np.random.default_rng(self.random_state).choice(counts.sum(), wanted, replace=False)
+        )
+        bounds = np.searchsorted(picked, np.cumsum(counts)[:-1])
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        return [
+            cells[part - offset]
+            for cells, part, offset in zip(origins, np.split(picked, bounds), offsets, strict=True)
+        ]
 
     def _training_rows(self, ratio: np.ndarray, fewest: int) -> np.ndarray:
         """Rows with an observed target, sampled down to ``max_train_rows`` (seeded)."""
