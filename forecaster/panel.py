@@ -55,30 +55,32 @@ class Panel:
             If a series is not on the grid (call :func:`forecaster.frame.regularize` first).
         """
         ordered = frame.sort_values([columns.id_col, columns.time_col], kind="stable")
-        names, starts, values = [], [], []
-        covs: dict[str, list[np.ndarray]] = {c: [] for c in covariates}
-        for name, part in ordered.groupby(columns.id_col, sort=True):
-            seconds = part[columns.time_col].to_numpy(dtype="datetime64[ns]").astype(np.int64)
-            seconds //= NS
-            gaps = np.diff(seconds)
-            if len(gaps) and (gaps != step).any():
-                bad = int(np.flatnonzero(gaps != step)[0])
-                raise DataValidationError(
-                    f"series {name!r} is not on a regular grid of {step}s: "
-                    f"{pd.Timestamp(seconds[bad], unit='s', tz='UTC')} is followed by "
-                    f"{pd.Timestamp(seconds[bad + 1], unit='s', tz='UTC')}; regularize it first"
-                )
-            names.append(str(name))
-            starts.append(seconds[0])
-            values.append(part[columns.target_col].to_numpy(dtype=float))
-            for c in covariates:
-                covs[c].append(part[c].to_numpy(dtype=float))
+        ids = ordered[columns.id_col].to_numpy()
+        seconds = ordered[columns.time_col].to_numpy(dtype="datetime64[ns]").astype(np.int64) // NS
+        # One pass over the sorted cells, not a pandas group per series: serving plans 10,000
+        # series a refresh. A series runs from one id change to the next.
+        first = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if len(ids) else np.empty(0, int)
+        gaps = np.diff(seconds)
+        off_grid = np.flatnonzero(gaps != step)
+        off_grid = off_grid[~np.isin(off_grid + 1, first)]  # a new series is no gap
+        if len(off_grid):
+            bad = int(off_grid[0])
+            raise DataValidationError(
+                f"series {str(ids[bad])!r} is not on a regular grid of {step}s: "
+                f"{pd.Timestamp(seconds[bad], unit='s', tz='UTC')} is followed by "
+                f"{pd.Timestamp(seconds[bad + 1], unit='s', tz='UTC')}; regularize it first"
+            )
+
+        def split(column: str) -> tuple[np.ndarray, ...]:
+            cells = ordered[column].to_numpy(dtype=float)
+            return tuple(np.split(cells, first[1:])) if len(first) else ()
+
         return cls(
             step=step,
-            names=tuple(names),
-            starts=np.asarray(starts, dtype=np.int64),
-            values=tuple(values),
-            covariates={c: tuple(v) for c, v in covs.items()},
+            names=tuple(str(name) for name in ids[first]),
+            starts=seconds[first],
+            values=split(columns.target_col),
+            covariates={c: split(c) for c in covariates},
         )
 
     def subset(self, series: Sequence[int] | np.ndarray) -> Panel:

@@ -24,8 +24,17 @@ from forecaster.panel import Panel
 
 
 def forward_fill(values: np.ndarray) -> np.ndarray:
-    """Carry the last observed value over NaN cells (leading NaN stay)."""
-    return pd.Series(values).ffill().to_numpy()
+    """Carry the last observed value over NaN cells (leading NaN stay), as pandas' ``ffill``
+    does, in numpy: a plan calls it once per series, and at 10,000 series a pandas Series
+    each cost seconds.
+
+    >>> forward_fill(np.array([np.nan, 1.0, np.nan, 3.0, np.nan])).tolist()
+    [nan, 1.0, 1.0, 3.0, 3.0]
+    """
+    values = np.asarray(values, dtype=float)
+    last = np.where(np.isnan(values), 0, np.arange(len(values)))
+    np.maximum.accumulate(last, out=last)
+    return values[last]
 
 
 def ewma(values: np.ndarray, halflife: str, step: int, name: str = "halflife") -> np.ndarray:

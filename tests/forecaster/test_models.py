@@ -171,3 +171,17 @@ def test_last_value_baseline_needs_lag_zero(frame):
         model("lightgbm", features=no_lag_zero).fit(frame)
     fitted = model("lightgbm", features=no_lag_zero, baseline="none").fit(frame)
     assert np.isfinite(fitted.predict(frame)[["q0.1", "q0.5", "q0.9"]].to_numpy()).all()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_forward_fill_is_pandas_ffill(seed):
+    from forecaster.models.baseline import forward_fill
+
+    rng = np.random.default_rng(seed)
+    for length in (0, 1, 2, 7, 40):
+        values = rng.normal(size=length)
+        values[rng.random(length) < 0.4] = np.nan
+        if length > 2:
+            values[1] = np.inf  # a value like any other, carried
+        expected = pd.Series(values).ffill().to_numpy()
+        np.testing.assert_array_equal(forward_fill(values), expected)
