@@ -111,7 +111,8 @@ class QuantileGradientBoosting(BaseForecaster):
         Most recent span of the training data held out for conformal calibration, or None.
     max_train_rows
         Training rows are sampled down to this many (seeded) to bound the fit time; beyond
-        twice as many, the origins are sampled before any feature is built.
+        twice as many, the training and the calibration origins are sampled before any
+        feature is built.
     n_estimators, learning_rate, num_leaves, min_child_samples
         Boosting rounds, shrinkage, leaves per tree and fewest rows per leaf (HistGradientBoosting:
         ``max_iter``, ``learning_rate``, ``max_leaf_nodes``, ``min_samples_leaf``).
@@ -185,6 +186,8 @@ class QuantileGradientBoosting(BaseForecaster):
         origins = self._training_origins(panel, self.horizons)
         train, calibration = self._split(panel, origins)
         train = self._sampled_origins(train)
+        if calibration is not None:  # conformal quantiles need rows, not every origin
+            calibration = self._sampled_origins(calibration)
         matrix = build_features(panel, train, self.horizons, self.features_, self._codes(panel))
         ratio = target_values(panel, matrix) / matrix.scale - self._anchor(matrix)
         rows = self._training_rows(ratio, 10 * len(self.horizons))
@@ -211,11 +214,12 @@ class QuantileGradientBoosting(BaseForecaster):
             self._fit_window(panel, train, calibration, matrix)
 
     def _sampled_origins(self, origins: list[np.ndarray]) -> list[np.ndarray]:
-        """The training origins, or a seeded sample of them, uniform over every series'
-        cells, when more would only be built to be sampled away: twice the origins whose
-        rows fill ``max_train_rows`` (a row per horizon, and one per origin for the window
-        target), so that the rows with an observed target still do. A fleet's features then
-        cost what the fit uses, not its whole history times its horizons."""
+        """``origins`` (training or calibration), or a seeded sample of them, uniform over
+        every series' cells, when there are more than twice the origins whose rows fill
+        ``max_train_rows`` (a row per horizon, and one per origin for the window target): so
+        many rows still leave the fit and the conformal quantiles ``max_train_rows`` with an
+        observed target, and a fleet's features and calibration predictions then cost what
+        they use, not its whole history times its horizons."""
         per_origin = 1 if self.window_span is not None else len(self.horizons)
         wanted = -(-2 * self.max_train_rows // per_origin)
         counts = np.array([len(cells) for cells in origins], dtype=np.int64)

@@ -1,5 +1,6 @@
-"""A large training set's origins are sampled before its features are built: uniformly over
-every series' cells, seeded, and only when more rows would be built than the fit can use."""
+"""A large training set's origins, and its calibration window's, are sampled before their
+features are built: uniformly over every series' cells, seeded, and only when more rows would
+be built than the fit can use."""
 
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ def test_a_fit_builds_the_features_of_the_sample_only(monkeypatch: pytest.Monkey
     model = QuantileGradientBoosting(
         horizons=(1, 2), quantiles=(0.5, 0.9), n_estimators=10, max_train_rows=500
     ).fit(frame)
-    # Training: 500 origins (twice 500 rows over two horizons); then the calibration window.
-    assert built[0] == 500
+    # Training: 500 origins (twice 500 rows over two horizons); the calibration window's
+    # 3 x 432 origins are sampled alike.
+    assert built == [500, 500]
     forecast = model.predict(frame)
     assert np.isfinite(forecast[["q0.5", "q0.9"]].to_numpy()).all()
