@@ -242,8 +242,11 @@ def build_features(
             panel.subset(group), [origins[s] for s in group], horizon_arr, config, codes[group]
         )
         done = slice(first_row, first_row + len(part.X))
-        X[done], series[done], origin[done] = part.X, group[part.series], part.origin
-        horizon[done], scale[done] = part.horizon, part.scale
+        X[done] = part.X
+        series[done] = group[part.series]  # the group's series numbers, in the whole panel
+        origin[done] = part.origin
+        horizon[done] = part.horizon
+        scale[done] = part.scale
         first_row = done.stop
     return FeatureMatrix(
         X=X, names=tuple(names), series=series, origin=origin, horizon=horizon, scale=scale
@@ -253,12 +256,12 @@ def build_features(
 def _series_groups(panel: Panel, cells: int) -> list[np.ndarray]:
     """Consecutive series, each group holding at most ``cells`` cells of history (a longer
     series is a group of its own)."""
-    lengths = np.array([len(v) for v in panel.values], dtype=np.int64)
+    ends = np.cumsum([len(v) for v in panel.values], dtype=np.int64)
     groups: list[np.ndarray] = []
     start = 0
-    while start < len(lengths):
-        fits = np.searchsorted(np.cumsum(lengths[start:]), cells, side="right")
-        stop = start + max(1, int(fits))
+    while start < len(ends):
+        held = ends[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, held + cells, side="right")))
         groups.append(np.arange(start, stop))
         start = stop
     return groups

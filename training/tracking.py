@@ -435,8 +435,9 @@ def example_workloads(workloads: tuple[str, ...], count: int) -> list[str]:
     names = sorted(workloads)
     if len(names) <= count:
         return names
+    # More names than picks: the picks lie over a cell apart, so rounding keeps them apart.
     picks = np.linspace(0, len(names) - 1, count).round().astype(int)
-    return [names[i] for i in dict.fromkeys(picks.tolist())]
+    return [names[i] for i in picks]
 
 
 def plotted_workloads(config: TrainConfig, score: ModelScore) -> list[str]:

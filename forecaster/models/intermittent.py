@@ -16,13 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from forecaster.features import MIN_SCALE
 from forecaster.models.base import BaseForecaster
-from forecaster.models.baseline import ewma
+from forecaster.models.baseline import ewma, forward_fill
 from forecaster.panel import Panel
 
 # Levels at which the ratio distribution is kept: enough to interpolate any quantile.
@@ -84,7 +83,7 @@ class Intermittent(BaseForecaster):
         p = ewma(occurred, self.occurrence_halflife, step, "occurrence_halflife")
         # The size EWMA moves only at cells with demand: its half-life counts those cells.
         sizes = np.where(seen & (values > 0), values, np.nan)
-        z = pd.Series(ewma(sizes, self.size_halflife, step, "size_halflife")).ffill().to_numpy()
+        z = forward_fill(ewma(sizes, self.size_halflife, step, "size_halflife"))
         return p, z
 
     def _ratios(self, values: np.ndarray, z: np.ndarray) -> np.ndarray:

@@ -228,11 +228,11 @@ class QuantileGradientBoosting(BaseForecaster):
         picked = np.sort(
             np.random.default_rng(self.random_state).choice(counts.sum(), wanted, replace=False)
         )
-        bounds = np.searchsorted(picked, np.cumsum(counts)[:-1])
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        parts = np.split(picked, np.searchsorted(picked, offsets[1:]))
         return [
             cells[part - offset]
-            for cells, part, offset in zip(origins, np.split(picked, bounds), offsets, strict=True)
+            for cells, part, offset in zip(origins, parts, offsets, strict=True)
         ]
 
     def _training_rows(self, ratio: np.ndarray, fewest: int) -> np.ndarray:

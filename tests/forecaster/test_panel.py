@@ -59,7 +59,7 @@ def test_a_series_off_its_grid_is_named_with_the_two_cells():
     frame = pd.DataFrame(
         {
             "series": ["a"] * 4 + ["b"] * 4,
-            # b skips a cell after its second; a ends where b starts (no gap between series)
+            # b skips a cell after its second; from a's last cell back to b's first is no gap
             "timestamp": [*on_grid, *on_grid[[0, 1, 3]], on_grid[3] + pd.Timedelta(minutes=1)],
             "value": np.arange(8.0),
         }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import mlflow.pyfunc
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
@@ -96,8 +97,6 @@ def test_training_gates_on_the_sample_and_stores_a_sampled_example(tmp_path: Pat
     assert result.model is not None and sorted(result.model.workloads) == sorted(names)
     # The stored example holds two workloads' recent history, the first and last by name;
     # loading validates the version on it, and the version plans for all four.
-    import mlflow.pyfunc
-
     assert result.version is not None
     stored = mlflow.pyfunc.load_model(f"models:/sampled/{result.version}").input_example
     assert isinstance(stored, pd.DataFrame)
