@@ -7,9 +7,10 @@ endpoint then follows the refresh, not the request. In a child process the plan 
 competes for a CPU core, which the operating system shares fairly.
 
 The child keeps the model it was last sent, so a model crosses the process boundary once per
-version; each tick sends the history frame and gets the plan (one row per workload) back.
-If the child dies, the next plan starts a new one; if that fails too, the caller plans in
-its own process (:class:`~serving.engine.refresher.Refresher` does).
+version; each tick sends the history as flat arrays (:class:`~serving.engine.window.History`)
+and gets the plan (one row per workload) back. If the child dies, the next plan starts a new
+one; if that fails too, the caller plans in its own process
+(:class:`~serving.engine.refresher.Refresher` does).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from serving.engine.window import History
 from training.registry import LoadedModel, PlanningModel
 
 __all__ = ["CHILD_NICENESS", "ProcessPlanner"]
@@ -42,11 +44,11 @@ def _lower_priority() -> None:
     os.nice(CHILD_NICENESS)
 
 
-def _plan_in_child(key: tuple[str, str], model: Any, frame: pd.DataFrame) -> pd.DataFrame:
+def _plan_in_child(key: tuple[str, str], model: Any, history: History) -> pd.DataFrame:
     if model is not None:
         _MODELS.clear()
         _MODELS[key] = model
-    plan: pd.DataFrame = _MODELS[key].plan(frame)
+    plan: pd.DataFrame = _MODELS[key].plan(history.to_frame())
     return plan
 
 
@@ -65,8 +67,8 @@ class ProcessPlanner:
         self._pool: ProcessPoolExecutor | None = None
         self._loaded: tuple[str, str, int] | None = None
 
-    def plan(self, served: LoadedModel[PlanningModel], frame: pd.DataFrame) -> pd.DataFrame:
-        """Plan ``frame`` with ``served``'s model in the child process.
+    def plan(self, served: LoadedModel[PlanningModel], history: History) -> pd.DataFrame:
+        """Plan ``history`` with ``served``'s model in the child process.
 
         Raises
         ------
@@ -86,7 +88,7 @@ class ProcessPlanner:
             model = None if self._loaded == key else served.model
             try:
                 plan = self._pool.submit(
-                    _plan_in_child, (served.name, served.version), model, frame
+                    _plan_in_child, (served.name, served.version), model, history
                 ).result()
             except BrokenProcessPool:
                 logger.warning("planning process died; starting a new one")

@@ -26,7 +26,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -38,7 +38,7 @@ from serving.engine.models import ModelWatcher
 from serving.engine.observability import REFUSAL_LOG_INTERVAL, ServingMetrics, Throttle
 from serving.engine.planner import ProcessPlanner
 from serving.engine.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
-from serving.engine.window import HistorySource, RollingWindow, WorkloadQuery
+from serving.engine.window import History, HistorySource, RollingWindow, WorkloadQuery
 from serving.settings import RefreshConfig
 from training.redaction import redact
 from training.registry import LoadedModel, PlanningModel
@@ -99,7 +99,7 @@ class Refresher:
         self.window: RollingWindow | None = None
         self.last_tick_seconds: float | None = None
         self.ticks = 0
-        self._pending: dict[str, deque[tuple[pd.Timestamp, float, float]]] = {
+        self._pending: dict[str, deque[tuple[datetime, float, float]]] = {
             name: deque(maxlen=1024) for name in self.workloads
         }
         self._fresh: dict[str, bool] = {}
@@ -325,7 +325,7 @@ class Refresher:
                 old is not None
                 and old.model_version == served.version
                 and last is not None
-                and pd.Timestamp(old.origin) == last
+                and old.origin == last
             ):
                 forecasts[name] = old
             else:
@@ -333,7 +333,7 @@ class Refresher:
         if not names:
             return forecasts, problems
         try:
-            plans = [self._plan_batch(served, window.frame(names))]
+            plans = [self._plan_batch(served, window.history(names))]
         except Exception as exc:
             # One bad series must not take every workload down: plan them one by one.
             logger.warning(
@@ -347,10 +347,11 @@ class Refresher:
                 except Exception as one:
                     problems[name] = f"prediction failed: {type(one).__name__}: {one}"
         generated = datetime.now(UTC)
+        asked = set(names)
         for plan in plans:
             for row in plan.to_dict("records"):
                 name = str(row["series"])
-                if name not in self.workloads or name not in names:
+                if name not in asked:
                     continue
                 try:
                     policy = model.policies[name]
@@ -374,19 +375,17 @@ class Refresher:
                     self.metrics.prediction_errors.labels(name).inc()
             else:
                 forecast = forecasts[name]
-                due = pd.Timestamp(forecast.origin) + pd.Timedelta(
-                    seconds=forecast.lead_time_seconds
-                )
+                due = forecast.origin + timedelta(seconds=forecast.lead_time_seconds)
                 pending = self._pending[name]
                 if not pending or pending[-1][0] < due:
                     pending.append((due, forecast.forecast_demand, forecast.quantile))
         return forecasts, problems
 
-    def _plan_batch(self, served: LoadedModel[PlanningModel], frame: pd.DataFrame) -> pd.DataFrame:
-        """One plan of every workload of ``frame``: in the child process when configured."""
+    def _plan_batch(self, served: LoadedModel[PlanningModel], history: History) -> pd.DataFrame:
+        """One plan of every workload of ``history``: in the child process when configured."""
         if self.planner is not None:
             try:
-                return self.planner.plan(served, frame)
+                return self.planner.plan(served, history)
             except Exception as exc:
                 # The child may have failed for its own reasons (a model that cannot be sent
                 # across, a dead process): the model gets one more chance here before the
@@ -398,7 +397,7 @@ class Refresher:
                         "error": f"{type(exc).__name__}: {exc}",
                     },
                 )
-        plan: pd.DataFrame = served.model.plan(frame)
+        plan: pd.DataFrame = served.model.plan(history.to_frame())
         return plan
 
     def _score(self, window: RollingWindow) -> None:

@@ -3,7 +3,13 @@
 The HPA and KEDA ask for the same few values every 15-30 s, from many pods at once, while
 the values change only when the refresher publishes a new snapshot. Building the JSON
 document, writing the Quantity and encoding it per request would spend on every request
-what can be spent once per refresh (in the refresher's thread, off the event loop).
+what can be spent once per snapshot.
+
+A body is encoded when it is first read, then kept until the forecast changes. Encoding
+every workload's bodies at publish would cost the same in all, but in one piece: at 10,000
+workloads, most of a second of interpreter time in the refresher's thread, during which the
+event loop waits for the interpreter lock at every request. Read by read, it costs tens of
+microseconds on the request that first asks.
 
 Freshness is still judged when a body is read: :meth:`Replies.metric` and
 :meth:`Replies.keda` take the current time and return None once the data behind the
@@ -14,7 +20,6 @@ stalled refresher therefore turns into 503s at read time, exactly as without the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -70,28 +75,47 @@ def encode_metric(forecast: WorkloadForecast, metric: str) -> bytes:
     return k8s.encode_json(k8s.external_metric_value_list([item]))
 
 
-@dataclass(frozen=True)
-class _Encoded:
-    """One workload's bodies, the forecast they encode and the moment its data was taken."""
+class _Bodies:
+    """One workload's bodies, each encoded on its first read.
 
-    forecast: WorkloadForecast
-    origin: datetime
-    metrics: dict[str, bytes]
-    keda_head: bytes
-    keda_tail: bytes
+    Two threads reading the same body first may both encode it: each stores the same bytes,
+    so the race costs one encoding and changes nothing.
+    """
+
+    __slots__ = ("_keda", "_metrics", "forecast")
+
+    def __init__(self, forecast: WorkloadForecast) -> None:
+        self.forecast = forecast
+        self._metrics: dict[str, bytes] = {}
+        self._keda: tuple[bytes, bytes] | None = None
+
+    def metric(self, metric: str) -> bytes | None:
+        """The ``ExternalMetricValueList`` body of ``metric``; None for an unknown metric."""
+        body = self._metrics.get(metric)
+        if body is None and metric in k8s.EXTERNAL_METRICS:
+            body = self._metrics[metric] = encode_metric(self.forecast, metric)
+        return body
+
+    def keda(self) -> tuple[bytes, bytes]:
+        """The KEDA document's bytes before and after the ``dataAgeSeconds`` value."""
+        if self._keda is None:
+            document = forecast_document(self.forecast, 0.0)
+            document["dataAgeSeconds"] = _AGE_MARK
+            head, _, tail = k8s.encode_json(document).partition(f'"{_AGE_MARK}"'.encode())
+            self._keda = (head, tail)
+        return self._keda
 
 
 class Replies:
-    """Every servable body of one snapshot, encoded once.
+    """Every servable body of one snapshot, each encoded once, on its first read.
 
     Parameters
     ----------
     snapshot : Snapshot
-        The snapshot whose forecasts are encoded (workloads without one get no entry).
+        The snapshot whose forecasts are served (workloads without one get no entry).
     reuse : Replies or None
         The previous snapshot's replies: a forecast carried over unchanged (the same object:
-        no new data, same model) keeps its bodies instead of being encoded again, so a
-        refresh that renews few forecasts costs the event loop little.
+        no new data, same model) keeps its bodies instead of being encoded again.
 
     A shadow snapshot gets no body at all: every request then takes the checked path, which
     refuses it.
@@ -99,7 +123,7 @@ class Replies:
 
     def __init__(self, snapshot: Snapshot, reuse: Replies | None = None) -> None:
         self.max_staleness = snapshot.max_staleness
-        self._entries: dict[str, _Encoded] = {}
+        self._entries: dict[str, _Bodies] = {}
         previous = reuse._entries if reuse is not None else {}
         if snapshot.shadow:
             return
@@ -108,26 +132,15 @@ class Replies:
             if forecast is None or state.drift is not None:
                 continue
             kept = previous.get(name)
-            if kept is not None and kept.forecast is forecast:
-                self._entries[name] = kept
-                continue
-            document = forecast_document(forecast, 0.0)
-            document["dataAgeSeconds"] = _AGE_MARK
-            head, _, tail = k8s.encode_json(document).partition(f'"{_AGE_MARK}"'.encode())
-            self._entries[name] = _Encoded(
-                forecast=forecast,
-                origin=forecast.origin,
-                metrics={m: encode_metric(forecast, m) for m in k8s.EXTERNAL_METRICS},
-                keda_head=head,
-                keda_tail=tail,
-            )
+            same = kept is not None and kept.forecast is forecast
+            self._entries[name] = kept if same and kept is not None else _Bodies(forecast)
 
-    def _fresh(self, workload: str, now: datetime) -> tuple[_Encoded, float] | None:
+    def _fresh(self, workload: str, now: datetime) -> tuple[_Bodies, float] | None:
         entry = self._entries.get(workload)
         if entry is None:
             return None
         # The age as Snapshot.status computes it, so both agree to the microsecond.
-        age = max(0.0, (now - entry.origin).total_seconds())
+        age = max(0.0, (now - entry.forecast.origin).total_seconds())
         return None if age > self.max_staleness else (entry, age)
 
     def metric(self, workload: str, metric: str, now: datetime) -> bytes | None:
@@ -147,7 +160,7 @@ class Replies:
             ``max_staleness`` at ``now``: the caller answers through the checked path.
         """
         found = self._fresh(workload, now)
-        return None if found is None else found[0].metrics.get(metric)
+        return None if found is None else found[0].metric(metric)
 
     def keda(self, workload: str, now: datetime) -> bytes | None:
         """The KEDA forecast document with ``dataAgeSeconds`` at ``now``, or None (see
@@ -156,5 +169,6 @@ class Replies:
         if found is None:
             return None
         entry, age = found
+        head, tail = entry.keda()
         # json writes a float as its repr: splice exactly what encoding the document would.
-        return entry.keda_head + repr(round(age, 3)).encode() + entry.keda_tail
+        return head + repr(round(age, 3)).encode() + tail

@@ -4,6 +4,7 @@ failures that never turn into low numbers."""
 from __future__ import annotations
 
 import logging
+import pickle
 from datetime import timedelta
 from typing import Any
 
@@ -118,6 +119,36 @@ def test_many_workloads_are_fetched_in_at_most_fetch_workers_calls(now: pd.Times
             float(frame[frame["series"] == "w123"]["value"].iloc[-1])
         )
         assert outcome.new_points == 300 * 40
+    finally:
+        window.close()
+
+
+def test_the_history_sent_to_the_planner_is_flat_arrays_of_the_same_frame(
+    now: pd.Timestamp,
+) -> None:
+    levels = {f"w{i:03d}": 5.0 + i for i in range(50)}
+    source = FrameSource(history(levels, now, 60))
+    window = RollingWindow(
+        [WorkloadQuery(name, name) for name in levels],
+        lambda: source,
+        window_seconds=40 * STEP,
+        step=STEP,
+    )
+    try:
+        window.update(now)
+        picked = ["w007", "w003", "w042"]
+        sent = window.history(picked)
+        # No per-cell Python objects: pickling them would hold the interpreter lock per cell.
+        assert [a.dtype.kind for a in (sent.lengths, sent.times, sent.values)] == ["i", "i", "f"]
+        assert sent.names == tuple(picked)
+        frame = pickle.loads(pickle.dumps(sent)).to_frame()
+        assert list(frame["series"].unique()) == picked
+        for name in picked:
+            part = frame[frame["series"] == name]
+            assert len(part) == 40
+            assert part["timestamp"].iloc[-1] == window.last_data(name)
+            assert part["value"].iloc[-1] == window.value_at(name, part["timestamp"].iloc[-1])
+        pd.testing.assert_frame_equal(frame, window.frame(picked))
     finally:
         window.close()
 

@@ -136,3 +136,16 @@ def test_unchanged_forecasts_keep_their_bodies_across_publishes() -> None:
     assert embed_after is embed_before  # carried over, not encoded again
     chat = json.loads(store.encoded.metric("chat", k8s.METRIC_DESIRED_REPLICAS, now) or b"")
     assert chat["items"][0]["value"] == "4"
+
+
+def test_bodies_are_encoded_on_first_read_and_kept() -> None:
+    replies = Replies(snapshot())
+    now = NOW + timedelta(seconds=1)
+    # Publishing encodes nothing: at 10,000 workloads that would hold the interpreter lock
+    # for most of a second in one piece.
+    assert all(not entry._metrics and entry._keda is None for entry in replies._entries.values())
+    first = replies.metric("chat", k8s.METRIC_DESIRED_REPLICAS, now)
+    assert first is not None
+    assert replies.metric("chat", k8s.METRIC_DESIRED_REPLICAS, now) is first
+    assert replies.keda("chat", now) is not None
+    assert replies._entries["embed"]._metrics == {}  # only what was asked was encoded
