@@ -30,12 +30,16 @@ features): the features row's peak is the highest of its calls, the last of whic
 MLflow logging holds its own memory. Writes ``benchmarks/results/train_scale.{md,json}``.
 
     python benchmarks/train_scale.py --workloads 10,100,300 [--days 30] [DATA_DIR]
+
+With ``--dask-workers K``, each N is also trained with ``--dask-scheduler`` on a fresh
+``distributed.LocalCluster`` of K worker processes, and the two runs are compared.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import json
 import os
 import subprocess
@@ -70,7 +74,8 @@ PROBES = (
     ("training.pipeline", "_fit", "fit"),
     ("training.pipeline", "_score", "score"),
     ("training.scoring", "observe", "backtest"),
-    ("training.scoring", "sweep", "backtest"),
+    # The sweeps run inside map_calls: here, or on the Dask workers while this process waits.
+    ("training.scoring", "map_calls", "backtest"),
     ("training.pipeline", "_score_champion", "champion"),
     ("training.pipeline", "log_run", "mlflow"),
     ("training.pipeline", "log_measured", "mlflow"),
@@ -161,7 +166,13 @@ class StageProbe:
             with self.stage(name):
                 return function(*args, **kwargs)
 
-        return timed
+        @functools.wraps(function)
+        def timed_iteration(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            # A generator does its work as it is consumed: the stage spans the iteration.
+            with self.stage(name):
+                yield from function(*args, **kwargs)
+
+        return timed_iteration if inspect.isgeneratorfunction(function) else timed
 
     def install(self) -> None:
         import importlib
@@ -176,7 +187,7 @@ class StageProbe:
                 "calls": self.calls}  # fmt: skip
 
 
-def child(config_path: str, out_path: str) -> None:
+def child(config_path: str, out_path: str, scheduler: str = "") -> None:
     """The training process: ``prewarm train`` under the probe; writes the stage figures."""
     probe = StageProbe()
     probe.start()
@@ -184,11 +195,13 @@ def child(config_path: str, out_path: str) -> None:
         from prewarm.cli import cli
 
         probe.install()
+    distributed = ["--dask-scheduler", scheduler] if scheduler else []
     try:
         cli.main(
-            ["train", "--config", config_path, "--no-progress", "--log-level", "WARNING"],
+            ["train", "--config", config_path, "--no-progress", "--log-level", "WARNING",
+             *distributed],
             prog_name="prewarm",
-        )
+        )  # fmt: skip
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     else:
@@ -197,17 +210,22 @@ def child(config_path: str, out_path: str) -> None:
 
 
 # -- the runs, from the benchmark process ---------------------------------------------------
-def run(base: dict[str, pd.DataFrame], n: int, days: int) -> dict[str, Any]:
-    """Train on ``n`` workloads in a fresh process and store; its stage figures and wall time."""
-    with tempfile.TemporaryDirectory() as tmp:
+def run(base: dict[str, pd.DataFrame], n: int, days: int, dask_workers: int = 0) -> dict[str, Any]:
+    """Train on ``n`` workloads in a fresh process and store; its stage figures and wall time.
+
+    With ``dask_workers``, on a new ``LocalCluster`` of that many worker processes (one
+    thread each), whose workers' peak memory is reported beside the training process's.
+    """
+    with tempfile.TemporaryDirectory() as tmp, _cluster(dask_workers) as cluster:
         out = Path(tmp)
         files = workloads(base, n, days, out)
         path = config(files, "file", out)
         figures = out / "stages.json"
+        scheduler = cluster.scheduler_address if cluster is not None else ""
         began = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-c", "import sys; from benchmarks.train_scale import child; "
-             "child(sys.argv[1], sys.argv[2])", str(path), str(figures)],
+             "child(*sys.argv[1:])", str(path), str(figures), scheduler],
             cwd=out, capture_output=True, text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path[1:]])},
         )  # fmt: skip
@@ -215,7 +233,11 @@ def run(base: dict[str, pd.DataFrame], n: int, days: int) -> dict[str, Any]:
         if not figures.exists():
             raise RuntimeError(f"training on {n} workloads failed:\n{done.stderr[-3000:]}")
         result = json.loads(figures.read_text())
-    result.update(workloads=n, days=days, wall_time_s=wall, stdout=done.stdout.strip())
+        result["worker_peak_bytes"] = _worker_peaks(cluster)
+    result.update(
+        workloads=n, days=days, dask_workers=dask_workers, wall_time_s=wall,
+        stdout=done.stdout.strip(),
+    )  # fmt: skip
     result["peak_total_bytes"] = max(result["peak_bytes"].values())
     if result["exit_code"] not in (0, 4):
         raise RuntimeError(f"training on {n} workloads exited {result['exit_code']}:\n"
@@ -223,10 +245,38 @@ def run(base: dict[str, pd.DataFrame], n: int, days: int) -> dict[str, Any]:
     return result
 
 
+@contextmanager
+def _cluster(workers: int) -> Iterator[Any]:
+    """A fresh ``LocalCluster`` of ``workers`` processes, or None for 0."""
+    if not workers:
+        yield None
+        return
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+    ) as cluster:
+        yield cluster
+
+
+def _worker_peaks(cluster: Any) -> list[int]:
+    """Each worker process's peak resident memory (none without a cluster)."""
+    if cluster is None:
+        return []
+    from distributed import Client
+
+    with Client(cluster) as client:
+        return sorted(client.run(_hwm_bytes).values())
+
+
 def slope(runs: list[dict[str, Any]], values: list[float]) -> float:
     """Least-squares slope of ``values`` (one per run) per workload."""
     x = np.array([r["workloads"] for r in runs], dtype=float)
     return float(np.polyfit(x, values, 1)[0]) if len(runs) > 1 else float("nan")
+
+
+def label(r: dict[str, Any]) -> str:
+    return f"N={r['workloads']:,}" + (", Dask" if r["dask_workers"] else "")
 
 
 def where(r: dict[str, Any]) -> str:
@@ -236,35 +286,68 @@ def where(r: dict[str, Any]) -> str:
     shares = ", ".join(f"{s} {r['wall_s'][s] / total:.0%}" for s in time_order)
     top = max(STAGES, key=lambda s: r["peak_bytes"][s])
     return (
-        f"At N={r['workloads']:,}: the wall time goes to {shares}; the process peaks at "
+        f"At {label(r)}: the wall time goes to {shares}; the process peaks at "
         f"{r['peak_bytes'][top] / MIB:,.0f} MiB during {top}."
     )
 
 
+def versus(runs: list[dict[str, Any]]) -> list[str]:
+    """Each Dask run against the local run of the same N."""
+    local = {r["workloads"]: r for r in runs if not r["dask_workers"]}
+    lines = []
+    for r in runs:
+        mine = local.get(r["workloads"])
+        if not r["dask_workers"] or mine is None:
+            continue
+        lines.append(
+            f"At N={r['workloads']:,}, on a LocalCluster of {r['dask_workers']} worker "
+            f"processes on the same machine: {r['wall_time_s'] / mine['wall_time_s']:.2f}x "
+            f"the local wall time ({r['wall_time_s']:.1f} s against {mine['wall_time_s']:.1f} "
+            f"s), the gate's backtest {r['wall_s']['backtest']:.1f} s against "
+            f"{mine['wall_s']['backtest']:.1f} s, the training process's peak "
+            f"{r['peak_total_bytes'] / mine['peak_total_bytes']:.2f}x the local one."
+        )
+    if lines:
+        lines.append(
+            "The workers share this machine's two cores with the training process: the line "
+            "shows what distributing costs (shipping each workload's observation and "
+            "frontier, the cluster's own processes), not a speed-up, which needs workers on "
+            "other machines."
+        )
+    return lines
+
+
 def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
-    sizes = " | ".join(f"N={r['workloads']:,}" for r in runs)
+    sizes = " | ".join(label(r) for r in runs)
     rule = "|---" + "|---:" * (len(runs) + 1) + "|"
+    local = [r for r in runs if not r["dask_workers"]]
     lines = [
         "# Training at scale: wall time and peak memory per stage",
         "",
         f"`prewarm train` on N workloads x {runs[0]['days']} days at 1-minute steps (file "
         "source, lightgbm, default configuration), each N in its own process with a fresh "
         "MLflow store; 1-minute load average "
-        f"{load[0]:.2f} before, {load[1]:.2f} after (the benchmark's own load included).",
+        f"{load[0]:.2f} before, {load[1]:.2f} after (the benchmark's own load included). "
+        "A Dask run passes `--dask-scheduler` to a fresh LocalCluster: the gate's policy "
+        "sweeps run on its workers, whose CPU time is not in the CPU column.",
         "",
-        "| N | wall time | CPU time | peak memory | exit code |",
-        "|---:|---:|---:|---:|---:|",
+        "| N | where | wall time | CPU time | peak memory | workers' peak | exit code |",
+        "|---:|---|---:|---:|---:|---:|---:|",
     ]
     for r in runs:
         cpu = sum(r["cpu_s"].values())
+        place = f"LocalCluster, {r['dask_workers']} workers" if r["dask_workers"] else "one process"
+        workers = ", ".join(f"{b / MIB:,.0f}" for b in r["worker_peak_bytes"]) or "-"
         lines.append(
-            f"| {r['workloads']:,} | {r['wall_time_s']:.1f} s | {cpu:.1f} s | "
-            f"{r['peak_total_bytes'] / MIB:,.0f} MiB | {r['exit_code']} |"
+            f"| {r['workloads']:,} | {place} | {r['wall_time_s']:.1f} s | {cpu:.1f} s | "
+            f"{r['peak_total_bytes'] / MIB:,.0f} MiB | {workers} | {r['exit_code']} |"
         )
     lines += [
         "",
-        f"Slope per workload: {slope(runs, [r['wall_time_s'] for r in runs]):.2f} s of wall time, "
-        f"{slope(runs, [r['peak_total_bytes'] / MIB for r in runs]):.1f} MiB of peak memory.",
+        f"Slope per workload (one-process runs): "
+        f"{slope(local, [r['wall_time_s'] for r in local]):.2f} s of wall time, "
+        f"{slope(local, [r['peak_total_bytes'] / MIB for r in local]):.1f} MiB of peak memory.",
+        *(["", *versus(runs)] if versus(runs) else []),
         "",
         "Wall time per stage (s), exclusive of the stages nested in it:",
         "",
@@ -274,7 +357,9 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
     for stage in STAGES:
         values = [r["wall_s"][stage] for r in runs]
         cells = " | ".join(f"{v:.1f}" for v in values)
-        lines.append(f"| {stage} | {cells} | {slope(runs, values):.3f} |")
+        lines.append(
+            f"| {stage} | {cells} | {slope(local, [r['wall_s'][stage] for r in local]):.3f} |"
+        )
     lines += [
         "",
         "Peak resident memory of the process during each stage (MiB):",
@@ -285,14 +370,18 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
     for stage in STAGES:
         values = [r["peak_bytes"][stage] / MIB for r in runs]
         cells = " | ".join(f"{v:,.0f}" for v in values)
-        lines.append(f"| {stage} | {cells} | {slope(runs, values):.2f} |")
+        own = [r["peak_bytes"][stage] / MIB for r in local]
+        lines.append(f"| {stage} | {cells} | {slope(local, own):.2f} |")
     days = "" if runs[0]["days"] == DAYS else f" --days {runs[0]['days']}"
+    workers = max(r["dask_workers"] for r in runs)
+    dask = f" --dask-workers {workers}" if workers else ""
+    sizes_run = ",".join(str(r["workloads"]) for r in local or runs)
     lines += [
         "",
-        where(runs[-1]),
+        where(local[-1] if local else runs[-1]),
         "",
         "Reproduce: `flock /tmp/prewarm-heavy.lock python benchmarks/train_scale.py "
-        f"--workloads {','.join(str(r['workloads']) for r in runs)}{days} ../shared/data`.",
+        f"--workloads {sizes_run}{days}{dask} ../shared/data`.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -303,10 +392,18 @@ def main() -> None:
     parser.add_argument("--workloads", default="10,100,300", help="comma-separated Ns")
     parser.add_argument("--days", type=int, default=DAYS, help=f"days of history, 2 to {DAYS}")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results, without suffix")
+    parser.add_argument(
+        "--dask-workers",
+        type=int,
+        default=0,
+        help="also train each N with --dask-scheduler on a LocalCluster of this many workers",
+    )
     args = parser.parse_args()
     sizes = [int(n) for n in args.workloads.split(",")]
     if not 2 <= args.days <= DAYS:
         parser.error(f"--days must be 2 to {DAYS}, got {args.days}")
+    if args.dask_workers < 0:
+        parser.error(f"--dask-workers must be 0 or more, got {args.dask_workers}")
     with tempfile.TemporaryDirectory() as tmp:
         files = prepare(args.data_dir, Path(tmp))
         base = {name: pd.read_csv(path) for name, path in files.items()}
@@ -314,14 +411,16 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     runs = []
     for n in sizes:
-        runs.append(run(base, n, args.days))
-        r = runs[-1]
-        print(f"N={n}: {r['wall_time_s']:.1f} s, peak {r['peak_total_bytes'] / MIB:,.0f} MiB, "
-              f"exit {r['exit_code']}", flush=True)  # fmt: skip
-        # Written after every N: a run stopped at a large N keeps the smaller ones.
-        text = markdown(runs, (load_before, os.getloadavg()[0]))
-        args.out.with_suffix(".md").write_text(text)
-        args.out.with_suffix(".json").write_text(json.dumps({"runs": runs}, indent=2) + "\n")
+        for workers in (0, args.dask_workers) if args.dask_workers else (0,):
+            runs.append(run(base, n, args.days, workers))
+            r = runs[-1]
+            print(f"{label(r)}: {r['wall_time_s']:.1f} s, peak "
+                  f"{r['peak_total_bytes'] / MIB:,.0f} MiB, exit {r['exit_code']}",
+                  flush=True)  # fmt: skip
+            # Written after every run: a run stopped at a large N keeps the smaller ones.
+            text = markdown(runs, (load_before, os.getloadavg()[0]))
+            args.out.with_suffix(".md").write_text(text)
+            args.out.with_suffix(".json").write_text(json.dumps({"runs": runs}, indent=2) + "\n")
     print(text)
 
 

@@ -56,7 +56,10 @@ EXIT_DATA = ExitCode.DATA
     help="Backtest each workload first (as `prewarm backtest --config` does) and register "
     "hybrid's setting tuned out of sample as its policy, instead of the config's settings.",
 )
-@dask_scheduler_option("With --tune: run the workloads' backtests (the fit stays here)")
+@dask_scheduler_option(
+    "Run the gate's policy sweeps of the scored workloads, and with --tune the workloads' "
+    "backtests (the fit stays here),"
+)
 @log_level_option(default="INFO")
 @click.option("--no-progress", is_flag=True, help="No progress bar (logs only).")
 def train(
@@ -76,11 +79,10 @@ def train(
     recent window. Rerunning on the same data registers nothing new.
     """
     from forecaster.exceptions import ConfigError, PrewarmError
+    from training.compute import dask_client
     from training.config import load_config
     from training.pipeline import Outcome, run_training
 
-    if dask_scheduler is not None and not tune:
-        raise click.UsageError("--dask-scheduler runs the backtests of --tune: give --tune too")
     configure_logging(log_level)
     log = logging.getLogger("prewarm.train")
     try:
@@ -88,14 +90,18 @@ def train(
     except ConfigError as exc:
         fail(str(exc), ExitCode.CONFIG)
     try:
-        with stage_progress("train", hidden=no_progress) as progress:
-            policies = _tuned(config, config_path, dask_scheduler, progress) if tune else None
+        with (
+            stage_progress("train", hidden=no_progress) as progress,
+            dask_client(dask_scheduler or config.compute.scheduler) as client,
+        ):
+            policies = _tuned(config, config_path, client, progress) if tune else None
             result = run_training(
                 config,
                 tracking_uri=tracking_uri,
                 promote=not no_promote,
                 progress=progress,
                 policies=policies,
+                compute=client,
             )
     except PrewarmError as exc:
         code = exit_code(exc)
@@ -109,29 +115,25 @@ def train(
         sys.exit(ExitCode.NOT_PROMOTED)
 
 
-def _tuned(
-    config: Any, config_path: Path, dask_scheduler: str | None, progress: Any
-) -> dict[str, Any]:
+def _tuned(config: Any, config_path: Path, client: Any, progress: Any) -> dict[str, Any]:
     """``--tune``: each workload's policy with hybrid's out-of-sample tuned settings."""
     from prewarm.config_backtest import backtest_workloads, tuned_policies
-    from training.compute import dask_client
     from training.measured import resolve_measured
     from training.pipeline import pull_workloads
     from training.sources import make_source
 
-    with dask_client(dask_scheduler or config.compute.scheduler) as client:
-        source = make_source(config.source.type, config.source)
-        try:
-            # `auto` values are measured before the backtests, which plan with them; the
-            # tuned policies registered hold these measurements.
-            config, _ = resolve_measured(config, source)
-            history, skipped = pull_workloads(config, source)
-        finally:
-            source.close()
-        kept = skipped.config_without(config)
-        documents = backtest_workloads(
-            kept, config_path, history, None, progress=progress, client=client
-        )
+    source = make_source(config.source.type, config.source)
+    try:
+        # `auto` values are measured before the backtests, which plan with them; the
+        # tuned policies registered hold these measurements.
+        config, _ = resolve_measured(config, source)
+        history, skipped = pull_workloads(config, source)
+    finally:
+        source.close()
+    kept = skipped.config_without(config)
+    documents = backtest_workloads(
+        kept, config_path, history, None, progress=progress, client=client
+    )
     tuned = tuned_policies(kept, documents)
     for name, policy in tuned.items():
         hybrid = documents[name]["deployed"]["policies"]["hybrid"]

@@ -70,6 +70,8 @@ from training.tracking import (
 from training.validation import check_history
 
 if TYPE_CHECKING:
+    from distributed import Client
+
     from training.pyfunc import PrewarmModel
 
 logger = logging.getLogger(__name__)
@@ -118,6 +120,7 @@ def run_training(
     fit_transform: FrameTransform | None = None,
     clock: Callable[[], datetime] = utc_now,
     policies: Mapping[str, WorkloadPolicy] | None = None,
+    compute: Client | None = None,
 ) -> TrainResult:
     """Run the whole job (see the module docs).
 
@@ -141,6 +144,9 @@ def run_training(
     policies
         Workload name -> the policy to evaluate and register with the model (e.g. tuned by
         a backtest); default ``config.policies``. Every configured workload needs one.
+    compute
+        A Dask client: the scored workloads' policy sweeps (each fold's and the champion's)
+        run on its cluster's workers, with the same result (:func:`score_model`).
 
     Raises
     ------
@@ -244,14 +250,14 @@ def run_training(
         fit_seconds += time.perf_counter() - began
         context = _context_start(candidate, frame, fold_start, step)
         part = _cells(frame, context, fold_end)
-        scores.append(_score(config, gated, candidate, part, fold_start))
+        scores.append(_score(config, gated, candidate, part, fold_start, compute))
     assert candidate is not None
     score = scores[-1]
     gate_start = folds[-1][1]
 
     tick("score the champion")
     champion_score, champion_note = _score_champion(
-        config, gated, name, champion_before, uri, frame, gate_start, step
+        config, gated, name, champion_before, uri, frame, gate_start, step, compute
     )
     decision = decide(score, champion_score, config.gate)
     if champion_note:
@@ -488,6 +494,7 @@ def _score(
     model: BaseForecaster,
     frame: pd.DataFrame,
     start: pd.Timestamp,
+    compute: Client | None,
 ) -> ModelScore:
     names = set(frame["series"].astype(str)) & set(policies)
     return score_model(
@@ -497,6 +504,7 @@ def _score(
         {name: policy for name, policy in policies.items() if name in names},
         policies=config.scored_policies,
         seed=config.evaluation.seed,
+        client=compute,
     )
 
 
@@ -509,6 +517,7 @@ def _score_champion(
     frame: pd.DataFrame,
     start: pd.Timestamp,
     step: int,
+    compute: Client | None,
 ) -> tuple[ModelScore | None, str]:
     """The champion's score on the gate window, or ``None`` and why it could not be scored."""
     if version is None:
@@ -538,7 +547,7 @@ def _score_champion(
         frame["timestamp"].max() + pd.Timedelta(seconds=step),
     )
     try:
-        score = _score(config, policies, model.forecaster, part, start)
+        score = _score(config, policies, model.forecaster, part, start, compute)
     except PrewarmError as exc:
         note = f"champion v{version} cannot forecast this window ({exc}); judged on the guardrail"
         logger.warning(note, extra={"model_version": version})

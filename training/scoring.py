@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -23,6 +25,10 @@ from forecaster.models.base import BaseForecaster
 from forecaster.policies import Observation, QuantileForecast
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.workload import WorkloadPolicy
+from training.compute import map_calls
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,7 @@ def score_model(
     *,
     policies: Sequence[str],
     seed: int = 0,
+    client: Client | None = None,
 ) -> ModelScore:
     """Forecast every origin from ``start`` on and simulate ``policies`` with the forecasts.
 
@@ -147,6 +154,9 @@ def score_model(
         Backtest policies to sweep (forecast-driven ones use ``model``'s forecasts).
     seed
         Seed of the simulated cold starts.
+    client
+        A Dask client: each workload's policy sweep runs on its cluster's workers
+        (:func:`training.compute.map_calls`); the scores are those of a local run.
     """
     step = int(model.step_)
     frame = frame.sort_values(["series", "timestamp"], ignore_index=True)
@@ -162,7 +172,7 @@ def score_model(
     spanned = model.predict_window(frame, origins=origins)
     horizons = tuple(int(h) for h in model.horizons)
     quantiles = tuple(float(q) for q in model.quantiles)
-    scores = {}
+    accuracy: dict[str, _Accuracy] = {}
     for name, part in frame.groupby("series", sort=True):
         name = str(name)
         values = part["value"].to_numpy(dtype=float)
@@ -173,14 +183,31 @@ def score_model(
         policy = workloads[name]
         low, high = policy.horizon_range(step)
         scored = [h for h in horizons if low <= h <= high] or [horizons[0]]
-        scores[name] = _score_workload(
-            name, values, times, first, step, policy, forecasts, scored, policies, seed
-        )
+        accuracy[name] = _accuracy(values, times, first, step, policy, forecasts, scored)
+    # The sweep simulates every policy's grid on each workload: most of the scoring time.
+    # Each workload's is pure and independent of the others, so with a client it runs on
+    # the cluster's workers; the result is the same either way.
+    calls = {name: (found.observation, list(policies)) for name, found in accuracy.items()}
+    frontiers = dict(map_calls(partial(sweep, seed=seed), calls, client))
+    scores = {
+        name: _scored(name, workloads[name], found, frontiers[name])
+        for name, found in accuracy.items()
+    }
     return ModelScore(scores, times[first], times[-1])
 
 
-def _score_workload(
-    name: str,
+@dataclass(frozen=True)
+class _Accuracy:
+    """One workload's forecast scores, and the observation its policies are simulated on."""
+
+    pinball_by_horizon: dict[int, float]
+    coverage: dict[float, float]
+    mae: float
+    observation: Observation
+    times: pd.DatetimeIndex
+
+
+def _accuracy(
     values: np.ndarray,
     times: pd.DatetimeIndex,
     first: int,
@@ -188,10 +215,7 @@ def _score_workload(
     workload: WorkloadPolicy,
     forecasts: QuantileForecast,
     scored: list[int],
-    policies: Sequence[str],
-    seed: int,
-) -> WorkloadScore:
-    spec = workload.spec
+) -> _Accuracy:
     cube, horizons, quantiles = forecasts.values, forecasts.horizons, forecasts.quantiles
     level = float(np.nanmean(values[first:])) or 1.0
     level = level if math.isfinite(level) and level > 0 else 1.0
@@ -218,30 +242,42 @@ def _score_workload(
         values,
         step,
         first,
-        spec,
+        workload.spec,
         forecast=forecasts,
         train_window=first,
         retrain_every=len(values) - first,
         day_offset=seconds_of_day(times[0]),
     )
-    frontier = sweep(obs, list(policies), seed=seed)
-    headline = headlines(frontier, spec.slo_unserved_fraction)
-    costs = headline_costs(headline)
-    unserved = {
-        policy: float(point.metrics.unserved_fraction) for policy, (point, _) in headline.items()
-    }
-    meets = {policy: ok for policy, (_, ok) in headline.items()}
-    return WorkloadScore(
-        workload=name,
-        tau=workload.tau,
-        pinball=float(np.mean(list(by_horizon.values()))),
+    return _Accuracy(
         pinball_by_horizon=by_horizon,
         coverage={q: float(coverage(actual, predicted[:, i])) for i, q in enumerate(quantiles)},
         mae=mae,
-        costs=costs,
-        unserved=unserved,
-        meets_slo=meets,
-        frontier=frontier,
         observation=obs,
         times=times,
+    )
+
+
+def _scored(
+    name: str,
+    workload: WorkloadPolicy,
+    accuracy: _Accuracy,
+    frontier: dict[str, list[PolicyPoint]],
+) -> WorkloadScore:
+    headline = headlines(frontier, workload.spec.slo_unserved_fraction)
+    return WorkloadScore(
+        workload=name,
+        tau=workload.tau,
+        pinball=float(np.mean(list(accuracy.pinball_by_horizon.values()))),
+        pinball_by_horizon=accuracy.pinball_by_horizon,
+        coverage=accuracy.coverage,
+        mae=accuracy.mae,
+        costs=headline_costs(headline),
+        unserved={
+            policy: float(point.metrics.unserved_fraction)
+            for policy, (point, _) in headline.items()
+        },
+        meets_slo={policy: ok for policy, (_, ok) in headline.items()},
+        frontier=frontier,
+        observation=accuracy.observation,
+        times=accuracy.times,
     )

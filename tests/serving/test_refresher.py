@@ -14,7 +14,7 @@ import pytest
 
 from serving.engine.models import ModelLoadFailedError, ModelWatcher
 from serving.engine.observability import ServingMetrics
-from serving.engine.refresher import Refresher, empty_snapshot
+from serving.engine.refresher import Refresher, _plan_rows, empty_snapshot
 from serving.engine.snapshot import SnapshotStore
 from serving.engine.window import RollingWindow, WorkloadQuery
 from serving.exceptions import ForecastUnavailableError, UnknownWorkloadError
@@ -310,3 +310,20 @@ def test_a_source_outage_is_logged_once_per_error_not_per_workload_and_tick(
     # The counter still counts every failed fetch.
     counted = refresher.metrics.source_errors.labels("chat")._value.get()  # type: ignore[union-attr]
     assert counted == 10
+
+
+def test_plan_rows_are_the_plans_records_with_origins_made_per_row(now: pd.Timestamp) -> None:
+    frame = history(LEVELS, now, 200)
+    plan = fit_planner(frame, specs(LEVELS)).plan(frame)
+    rows = list(_plan_rows(plan))
+    records = plan.to_dict("records")
+    assert len(rows) == len(records) == len(LEVELS)
+    for row, record in zip(rows, records, strict=True):
+        assert row.keys() == record.keys()
+        assert row["origin"] == record["origin"] and row["origin"].tzinfo is not None
+        assert {k: v for k, v in row.items() if k != "origin"} == pytest.approx(
+            {k: v for k, v in record.items() if k != "origin"}, nan_ok=True
+        )
+    # An origin that is not a time takes the records' path, where its row fails alone.
+    broken = plan.assign(origin=[pd.NaT, *plan["origin"].iloc[1:]])
+    assert pd.isna(next(iter(_plan_rows(broken)))["origin"])
