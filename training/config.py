@@ -113,8 +113,9 @@ be fetched or fails validation stops the run; ``skip``: the other workloads are 
 the skipped ones named in the log, the result message and the MLflow run's tags).
 
 ``compute``: ``scheduler`` (the address of an existing Dask scheduler, ``tcp://HOST:8786``:
-the per-workload backtests of ``prewarm backtest --config`` and ``prewarm train --tune`` run
-on its workers; ``--dask-scheduler`` overrides it; see ``docs/scale.md``).
+the per-workload backtests of ``prewarm backtest --config`` and ``prewarm train --tune``, and
+the gate's per-workload policy sweeps of ``prewarm train``, run on its workers;
+``--dask-scheduler`` overrides it; see ``docs/scale.md``).
 """
 
 from __future__ import annotations
@@ -868,7 +869,8 @@ class TrainingConfig(_Strict):
 
 
 class ComputeConfig(_Strict):
-    """Where the per-workload backtests run (``prewarm backtest --config``, ``train --tune``)."""
+    """Where the per-workload backtests (``prewarm backtest --config``, ``train --tune``) and
+    the gate's policy sweeps (``train``) run."""
 
     scheduler: str | None = Field(
         default=None,
@@ -901,7 +903,7 @@ class TrainConfig(_Strict):
         default_factory=TrainingConfig, description="Partial-failure policy of training."
     )
     compute: ComputeConfig = Field(
-        default_factory=ComputeConfig, description="Where the backtests run."
+        default_factory=ComputeConfig, description="Where the backtests and sweeps run."
     )
 
     @model_validator(mode="after")
