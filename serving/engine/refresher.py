@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import math
 import time
@@ -44,7 +45,7 @@ from serving.settings import RefreshConfig
 from training.redaction import redact
 from training.registry import LoadedModel, PlanningModel
 
-__all__ = ["Refresher", "empty_snapshot"]
+__all__ = ["Refresher", "empty_snapshot", "freeze_long_lived"]
 
 logger = logging.getLogger(__name__)
 
@@ -436,7 +437,9 @@ class Refresher:
         """Refresh every ``refresh_interval`` until ``stop`` is set.
 
         Ticks run in a worker thread, so the event loop keeps answering requests from the
-        previous snapshot while a refresh is under way.
+        previous snapshot while a refresh is under way. After the first one, what the
+        process holds is frozen out of the garbage collector's scans
+        (:func:`freeze_long_lived`).
         """
         interval = self.config.serving.refresh_interval
         while not stop.is_set():
@@ -447,6 +450,7 @@ class Refresher:
                 logger.exception("refresh failed")
                 if self.metrics is not None:
                     self.metrics.refreshes.labels("failed").inc()
+            freeze_long_lived()
             delay = max(0.0, interval - (time.monotonic() - started))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=delay)
@@ -457,6 +461,28 @@ class Refresher:
             self.window.close()
         if self.planner is not None:
             self.planner.close()
+
+
+def freeze_long_lived() -> bool:
+    """Move every object the process holds now out of the garbage collector's scans, once
+    per process (:func:`gc.freeze`); True if this call froze them.
+
+    A full collection scans every container object of the process, and holds the
+    interpreter lock while it does: at 10,000 workloads, some 350,000 objects and about
+    150 ms, during which no request is answered, several times per refresh as each refresh
+    allocates a snapshot. What exists after the first refresh (modules, the config, the
+    window, the app) lives as long as the process, so scanning it finds nothing to free.
+    Frozen objects are still freed when their last reference goes; only a reference cycle
+    among them that became garbage would stay, which is why this runs once, after a
+    collection. Measured at 10,000 workloads refreshed every 15 s, back to back
+    (``benchmarks/serving_latency.py``): p99 39.3 and 38.3 ms without it, 17.4 and 19.9 ms
+    with it.
+    """
+    if gc.get_freeze_count():
+        return False
+    gc.collect()
+    gc.freeze()
+    return True
 
 
 def _forecast(

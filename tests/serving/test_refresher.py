@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import logging
 import pickle
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -327,3 +330,37 @@ def test_plan_rows_are_the_plans_records_with_origins_made_per_row(now: pd.Times
     # An origin that is not a time takes the records' path, where its row fails alone.
     broken = plan.assign(origin=[pd.NaT, *plan["origin"].iloc[1:]])
     assert pd.isna(next(iter(_plan_rows(broken)))["origin"])
+
+
+FREEZE_SCRIPT = """
+import asyncio, gc
+import pandas as pd
+from serving.engine.refresher import freeze_long_lived
+from tests.serving.test_refresher import build
+
+refresher, _, _ = build(pd.Timestamp.now(tz="UTC"))
+before = gc.get_freeze_count()
+
+async def one_tick():
+    stop = asyncio.Event()
+    task = asyncio.create_task(refresher.run(stop))
+    while refresher.ticks == 0:
+        await asyncio.sleep(0.01)
+    stop.set()
+    await task
+
+asyncio.run(one_tick())
+refresher.close()
+print(before, gc.get_freeze_count() > 0, freeze_long_lived())
+"""
+
+
+def test_the_refresh_loop_freezes_what_the_process_holds_once_after_the_first_tick() -> None:
+    # In its own process: freezing is for the life of the process.
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", FREEZE_SCRIPT], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    # Nothing frozen before; frozen after the first tick; a second call freezes nothing.
+    assert done.stdout.split() == ["0", "True", "False"]
