@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,6 +30,9 @@ from prewarm.options import (
     stage_progress,
     tracking_uri_option,
 )
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 # The shadow report exits by the same table under these names.
 EXIT_FAILURE = ExitCode.FAILURE
@@ -115,7 +118,7 @@ def train(
         sys.exit(ExitCode.NOT_PROMOTED)
 
 
-def _tuned(config: Any, config_path: Path, client: Any, progress: Any) -> dict[str, Any]:
+def _tuned(config: Any, config_path: Path, client: Client | None, progress: Any) -> dict[str, Any]:
     """``--tune``: each workload's policy with hybrid's out-of-sample tuned settings."""
     from prewarm.config_backtest import backtest_workloads, tuned_policies
     from training.measured import resolve_measured

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import ssl
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
@@ -52,16 +51,6 @@ logger = logging.getLogger(__name__)
 # A caller without the aggregator's certificate retries as fast as it likes: one line per
 # reason per interval, as for refused forecasts.
 _REFUSED_LOG = Throttle(REFUSAL_LOG_INTERVAL)
-
-SWITCH_INTERVAL = 0.001
-"""Seconds a running thread keeps the interpreter lock while another waits for it
-(:func:`sys.setswitchinterval`; Python's default is 0.005), while the app runs. During a
-refresh, the refresher's thread runs Python code for about a second at 10,000 workloads, and
-the event loop must win the lock back after every socket call: at 5 ms a turn, each request
-waits several turns. Measured at 10,000 workloads refreshed every 15 s
-(``benchmarks/serving_latency.py``), p99 while refreshing went from about 40 ms to 23 ms at
-the same throughput; without a refresh under way, only one thread runs and nothing changes.
-"""
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -214,16 +203,6 @@ def create_app(settings: ServingSettings, components: ServingComponents) -> Prew
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        interval = sys.getswitchinterval()
-        sys.setswitchinterval(SWITCH_INTERVAL)
-        try:
-            async with _running(app) as running:
-                yield running
-        finally:
-            sys.setswitchinterval(interval)
-
-    @contextlib.asynccontextmanager
-    async def _running(app: FastAPI) -> AsyncIterator[None]:
         runtime = Runtime.build(settings, components)
         app.state.runtime = runtime
         if settings.shadow:

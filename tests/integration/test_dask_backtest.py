@@ -114,10 +114,10 @@ def test_the_gate_sweeps_on_the_cluster_and_logs_the_local_scores(
     ]
     # The sweep's own results: each scored workload's unserved fraction per policy.
     assert sum(".unserved." in key for key in metrics[0]) >= 3 * len(local_config.scored_policies)
-    # Identical, not close: the sweep is deterministic. Only the timings differ.
-    untimed = [{k: v for k, v in m.items() if not k.endswith("_seconds")} for m in metrics]
-    assert untimed[1] == untimed[0]
-    assert len(untimed[0]) >= len(metrics[0]) - 3
+    # Identical, not close: the sweep is deterministic. Only the fit's timing differs.
+    for logged in metrics:
+        del logged["fit_seconds"]
+    assert metrics[1] == metrics[0]
 
 
 def free_port() -> int:

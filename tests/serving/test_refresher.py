@@ -17,7 +17,7 @@ import pytest
 
 from serving.engine.models import ModelLoadFailedError, ModelWatcher
 from serving.engine.observability import ServingMetrics
-from serving.engine.refresher import Refresher, _plan_rows, empty_snapshot
+from serving.engine.refresher import SWITCH_INTERVAL, Refresher, _plan_rows, empty_snapshot
 from serving.engine.snapshot import SnapshotStore
 from serving.engine.window import RollingWindow, WorkloadQuery
 from serving.exceptions import ForecastUnavailableError, UnknownWorkloadError
@@ -332,35 +332,38 @@ def test_plan_rows_are_the_plans_records_with_origins_made_per_row(now: pd.Times
     assert pd.isna(next(iter(_plan_rows(broken)))["origin"])
 
 
-FREEZE_SCRIPT = """
-import asyncio, gc
+LOOP_SCRIPT = """
+import asyncio, gc, sys
 import pandas as pd
 from serving.engine.refresher import freeze_long_lived
 from tests.serving.test_refresher import build
 
 refresher, _, _ = build(pd.Timestamp.now(tz="UTC"))
-before = gc.get_freeze_count()
+before = (gc.get_freeze_count(), sys.getswitchinterval())
 
 async def one_tick():
     stop = asyncio.Event()
     task = asyncio.create_task(refresher.run(stop))
     while refresher.ticks == 0:
         await asyncio.sleep(0.01)
+    during = sys.getswitchinterval()
     stop.set()
     await task
+    return during
 
-asyncio.run(one_tick())
+during = asyncio.run(one_tick())
 refresher.close()
-print(before, gc.get_freeze_count() > 0, freeze_long_lived())
+print(*before, during, sys.getswitchinterval(), gc.get_freeze_count() > 0, freeze_long_lived())
 """
 
 
-def test_the_refresh_loop_freezes_what_the_process_holds_once_after_the_first_tick() -> None:
+def test_the_refresh_loop_tunes_the_interpreter_for_the_event_loop_beside_it() -> None:
     # In its own process: freezing is for the life of the process.
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
-        [sys.executable, "-c", FREEZE_SCRIPT], cwd=root, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", LOOP_SCRIPT], cwd=root, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    # Nothing frozen before; frozen after the first tick; a second call freezes nothing.
-    assert done.stdout.split() == ["0", "True", "False"]
+    # Nothing frozen and the default switch interval before; the loop's interval while it
+    # runs and the default again after; frozen after the first tick, and only once.
+    assert done.stdout.split() == ["0", "0.005", str(SWITCH_INTERVAL), "0.005", "True", "False"]
