@@ -109,6 +109,10 @@ class QuantileGradientBoosting(BaseForecaster):
         level from coarse leaves; ``none``: they learn the scaled value itself.
     calibration_window
         Most recent span of the training data held out for conformal calibration, or None.
+    refit
+        After calibrating, fit the regressors again on all of the training data, the
+        calibration window included, and keep the offsets learned on it: the model then knows
+        the latest days (a level shift three days old) at the price of a second fit.
     max_train_rows
         Training rows are sampled down to this many (seeded) to bound the fit time; beyond
         twice as many, the training and the calibration origins are sampled before any
@@ -144,6 +148,7 @@ class QuantileGradientBoosting(BaseForecaster):
         window_model: str = "direct",
         baseline: str = "last-value",
         calibration_window: str | None = "3d",
+        refit: bool = False,
         max_train_rows: int = 200_000,
         n_estimators: int = 200,
         learning_rate: float = 0.05,
@@ -161,6 +166,7 @@ class QuantileGradientBoosting(BaseForecaster):
         self.window_model = window_model
         self.baseline = baseline
         self.calibration_window = calibration_window
+        self.refit = refit
         self.max_train_rows = max_train_rows
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -188,7 +194,29 @@ class QuantileGradientBoosting(BaseForecaster):
         train = self._sampled_origins(train)
         if calibration is not None:  # conformal quantiles need rows, not every origin
             calibration = self._sampled_origins(calibration)
-        matrix = build_features(panel, train, self.horizons, self.features_, self._codes(panel))
+        matrix = self._fit_regressors(panel, train)
+        self.calibrator_: ConformalCalibrator | None = None
+        if calibration is not None:
+            cal = build_features(
+                panel, calibration, self.horizons, self.features_, self._codes(panel)
+            )
+            actual = target_values(panel, cal) / cal.scale
+            self.calibrator_ = self._calibrate(actual, self._raw_predict(cal), cal)
+        self.window_regressors_: dict[float, Any] = {}
+        self.window_calibrator_: ConformalCalibrator | None = None
+        if self.window_span is not None:
+            self._fit_window(panel, train, calibration, matrix)
+        if self.refit and calibration is not None:
+            # The offsets stay those of the held-out fit; the regressors then learn the
+            # calibration window too, so the served model has seen the latest regime.
+            everything = self._sampled_origins(list(origins))
+            matrix = self._fit_regressors(panel, everything)
+            if self.window_span is not None and self.window_model == "direct":
+                self._fit_window_regressors(panel, everything, matrix)
+
+    def _fit_regressors(self, panel: Panel, origins: Sequence[np.ndarray]) -> FeatureMatrix:
+        """The per-horizon regressors on ``origins``; returns their feature rows."""
+        matrix = build_features(panel, origins, self.horizons, self.features_, self._codes(panel))
         ratio = target_values(panel, matrix) / matrix.scale - self._anchor(matrix)
         rows = self._training_rows(ratio, 10 * len(self.horizons))
         # A feature never observed in training (a 7-day lag on 5 days of data) carries nothing,
@@ -201,17 +229,7 @@ class QuantileGradientBoosting(BaseForecaster):
                 key: ENGINES[self.engine](self, q).fit(X[sel], ratio[sel])
                 for key, q, sel in self._groups(matrix.horizon, rows)
             }
-        self.calibrator_: ConformalCalibrator | None = None
-        if calibration is not None:
-            cal = build_features(
-                panel, calibration, self.horizons, self.features_, self._codes(panel)
-            )
-            actual = target_values(panel, cal) / cal.scale
-            self.calibrator_ = self._calibrate(actual, self._raw_predict(cal), cal)
-        self.window_regressors_: dict[float, Any] = {}
-        self.window_calibrator_: ConformalCalibrator | None = None
-        if self.window_span is not None:
-            self._fit_window(panel, train, calibration, matrix)
+        return matrix
 
     def _sampled_origins(self, origins: list[np.ndarray]) -> list[np.ndarray]:
         """``origins`` (training or calibration), or a seeded sample of them, uniform over
@@ -281,17 +299,7 @@ class QuantileGradientBoosting(BaseForecaster):
         conformal offsets on that window's own targets."""
         first, last = self._span()
         if self.window_model == "direct":
-            matrix = self._window_matrix(panel, train)
-            target = window_targets(panel, matrix, first, last) / matrix.scale
-            base = self._horizon_max(horizons)
-            rows = self._training_rows(target, 10)
-            self.window_columns_used_ = np.flatnonzero(np.isfinite(matrix.X[rows]).any(axis=0))
-            X = matrix.X[rows][:, self.window_columns_used_]
-            with threadpool_limits(self.n_jobs, user_api="openmp"):
-                self.window_regressors_ = {
-                    q: ENGINES[self.engine](self, q).fit(X, target[rows] - base[rows, j])
-                    for j, q in enumerate(self.quantiles)
-                }
+            self._fit_window_regressors(panel, train, horizons)
         if calibration is not None:
             cal = self._window_matrix(panel, calibration)
             actual = window_targets(panel, cal, first, last) / cal.scale
@@ -300,6 +308,24 @@ class QuantileGradientBoosting(BaseForecaster):
             if np.isfinite(actual).sum() >= 2 * ConformalCalibrator(self.quantiles).min_samples:
                 raw = self._raw_window(panel, calibration, cal)
                 self.window_calibrator_ = self._calibrate(actual, raw, cal)
+
+    def _fit_window_regressors(
+        self, panel: Panel, origins: Sequence[np.ndarray], horizons: FeatureMatrix
+    ) -> None:
+        """The direct window regressors on ``origins`` (``horizons``: their per-horizon
+        feature rows): how far the window's maximum lies above the largest quantile."""
+        first, last = self._span()
+        matrix = self._window_matrix(panel, origins)
+        target = window_targets(panel, matrix, first, last) / matrix.scale
+        base = self._horizon_max(horizons)
+        rows = self._training_rows(target, 10)
+        self.window_columns_used_ = np.flatnonzero(np.isfinite(matrix.X[rows]).any(axis=0))
+        X = matrix.X[rows][:, self.window_columns_used_]
+        with threadpool_limits(self.n_jobs, user_api="openmp"):
+            self.window_regressors_ = {
+                q: ENGINES[self.engine](self, q).fit(X, target[rows] - base[rows, j])
+                for j, q in enumerate(self.quantiles)
+            }
 
     def _horizon_max(self, matrix: FeatureMatrix) -> np.ndarray:
         """Per origin of a per-horizon feature matrix, the largest calibrated quantile over

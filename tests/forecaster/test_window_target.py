@@ -103,8 +103,10 @@ def test_window_fit_ignores_data_after_its_training_cut(frame):
 
 
 def test_per_horizon_forecasts_are_the_same_with_and_without_the_window_target(frame):
-    plain = make_model("lightgbm", horizons=HORIZONS, quantiles=(0.9,), n_estimators=30)
-    windowed = make_model("lightgbm-window", horizons=HORIZONS, quantiles=(0.9,), n_estimators=30)
+    params = {"horizons": HORIZONS, "quantiles": (0.9,), "n_estimators": 30}
+    plain = make_model("lightgbm", **params)
+    # the registered window model also refits (tested below); the target alone changes nothing
+    windowed = make_model("lightgbm-window", refit=False, **params)
     pd.testing.assert_frame_equal(
         plain.fit(frame).predict(frame), windowed.fit(frame).predict(frame)
     )
@@ -133,10 +135,43 @@ def test_calibrated_window_coverage_is_near_tau_where_the_largest_quantile_falls
         assert abs(coverage[windowed] - 0.9) <= 0.03, windowed
         # The largest per-horizon q0.9 covers fewer windows: the bias the window target removes.
         assert coverage["per-horizon"] < coverage[windowed] - 0.03, windowed
+        # Both refit the same per-horizon model, whose offsets still hold after the refit.
         per_horizon = result.scores.loc[windowed, "coverage_0.9"]
-        assert per_horizon == result.scores.loc["per-horizon", "coverage_0.9"]
+        assert per_horizon == result.scores.loc["direct", "coverage_0.9"]
+        assert abs(per_horizon - 0.9) <= 0.03, windowed
 
 
 def test_unknown_target_is_refused_by_name(frame):
     with pytest.raises(ConfigError, match=r"`target` must be one of \['horizon', 'window'\]"):
         make_model("ewma", horizons=HORIZONS, target="peak").fit(frame)
+
+
+@pytest.mark.parametrize("target", ["horizon", "window"])
+def test_refit_serves_the_full_fit_with_the_offsets_learned_on_the_held_out_window(frame, target):
+    """``refit``: the regressors are those of a fit on all the training data (the
+    calibration window included), the conformal offsets those of the held-out fit."""
+    params = {"horizons": HORIZONS, "quantiles": (0.5, 0.9), "n_estimators": 30}
+    held_out = QuantileGradientBoosting(target=target, **params).fit(frame)
+    refitted = QuantileGradientBoosting(target=target, refit=True, **params).fit(frame)
+    full = QuantileGradientBoosting(target=target, calibration_window=None, **params).fit(frame)
+    origins = pd.DatetimeIndex(frame["timestamp"].iloc[-40:])
+    assert held_out.calibrator_ is not None
+    assert (held_out.window_calibrator_ is not None) == (target == "window")
+    pairs = [
+        (held_out.calibrator_, refitted.calibrator_),
+        (held_out.window_calibrator_, refitted.window_calibrator_),
+    ]
+    for before, after in pairs:
+        assert (before is None) == (after is None)
+        if before is not None and after is not None:
+            assert before.offsets_.keys() == after.offsets_.keys()
+            for group, offsets in before.offsets_.items():
+                np.testing.assert_array_equal(offsets, after.offsets_[group])
+    # Uncalibrated, the refitted model forecasts what the full fit does, not the held-out one.
+    refitted.calibrator_ = refitted.window_calibrator_ = None
+    pd.testing.assert_frame_equal(refitted.predict(frame, origins), full.predict(frame, origins))
+    assert not held_out.predict(frame, origins).equals(full.predict(frame, origins))
+    if target == "window":  # its regressors learned the calibration window too
+        held_out.calibrator_ = held_out.window_calibrator_ = None
+        raw = [m.predict_window(frame, origins)[["q0.5", "q0.9"]] for m in (held_out, refitted)]
+        assert not raw[0].equals(raw[1])
