@@ -7,11 +7,13 @@ Beside prewarm's own baselines run the autoscalers a user would install instead
 (:data:`forecaster.policies.PEER_POLICIES`), on the same traces, simulator, SLO and tuning.
 
 Run: ``.venv/bin/python benchmarks/backtest_savings.py [--model lightgbm] [--traces a,b]
-[--jobs 2]``. Traces are read from ``../shared/data`` (see its README for attribution); the
-synthetic scenarios are 28 days at 1 minute. Cold start 5 minutes, capacity sized so the 99th
-percentile of demand needs 20 replicas (``prewarm backtest --peak-replicas 20``), SLO 0.1 %
-of the work unserved within 30 s. Writes ``benchmarks/results/backtest_savings.md`` and
-``.json`` unless ``--out`` says otherwise.
+[--jobs 2] [--merge earlier.json]``; ``--merge`` takes the traces of an earlier run of the
+same model and runs only the others, so a long run can be split. Traces are read from
+``../shared/data`` (see its README for attribution); the synthetic scenarios are 28 days at
+1 minute. Cold start 5 minutes, capacity sized so the 99th percentile of demand needs 20
+replicas (``prewarm backtest --peak-replicas 20``), SLO 0.1 % of the work unserved within
+30 s. Writes ``benchmarks/results/backtest_savings.md`` and ``.json`` (``_subset`` when not
+every trace ran) unless ``--out`` says otherwise.
 """
 
 from __future__ import annotations
@@ -321,6 +323,23 @@ def markdown(rows: dict[str, dict[str, Any]], model: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merged_rows(
+    parser: argparse.ArgumentParser, files: list[Path], model: str
+) -> dict[str, dict[str, Any]]:
+    """The traces of earlier runs' JSON documents, refused unless they used ``model``."""
+    rows: dict[str, dict[str, Any]] = {}
+    for file in files:
+        try:
+            document = json.loads(file.read_text())
+        except (OSError, ValueError) as exc:
+            parser.error(f"--merge {file}: {exc}")
+        if not isinstance(document, dict) or document.get("model") != model:
+            found = document.get("model") if isinstance(document, dict) else None
+            parser.error(f"--merge {file}: a run of model {found!r}, this one is {model!r}")
+        rows.update(document["traces"])
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="lightgbm")
@@ -328,11 +347,21 @@ def main() -> None:
     parser.add_argument("--traces", help="Comma-separated subset (default: all).")
     parser.add_argument("--jobs", type=int, default=1, help="Traces run in parallel.")
     parser.add_argument("--out", type=Path, default=RESULTS, help="Where results are written.")
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        action="append",
+        default=[],
+        help="An earlier run's .json (same model) whose traces join this report; repeatable.",
+    )
     args = parser.parse_args()
     names = chosen_traces(parser, list(loaders(args.data)), args.traces)
+    earlier = merged_rows(parser, args.merge, args.model)
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = {n: pool.submit(run, n, args.data, args.model) for n in names}
-        rows = {n: f.result() for n, f in futures.items()}
+        futures = {n: pool.submit(run, n, args.data, args.model) for n in names if n not in earlier}
+        done = {n: f.result() for n, f in futures.items()}
+    # The report lists the traces in the benchmark's order, whichever run made each.
+    rows = {n: done.get(n) or earlier[n] for n in loaders(args.data) if n in done or n in earlier}
     table = pd.DataFrame(
         {
             n: {**deployed_costs(r), **r["deployed_savings"], **r["peer_savings"]}
@@ -341,7 +370,8 @@ def main() -> None:
     ).T
     print(table.to_string(float_format=lambda v: f"{v:.3g}"))
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = "backtest_savings" if not args.traces else "backtest_savings_subset"
+    whole = set(rows) == set(loaders(args.data))
+    stem = "backtest_savings" if whole else "backtest_savings_subset"
     (args.out / f"{stem}.md").write_text(markdown(rows, args.model))
     document = {"model": args.model, "traces": rows}
     (args.out / f"{stem}.json").write_text(json.dumps(document, indent=2, default=float))
