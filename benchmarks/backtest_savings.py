@@ -6,7 +6,7 @@ both policies meet the SLO on validation. The in-sample cost at the SLO is kept 
 Beside prewarm's own baselines run the autoscalers a user would install instead
 (:data:`forecaster.policies.PEER_POLICIES`), on the same traces, simulator, SLO and tuning.
 
-Run: ``.venv/bin/python benchmarks/backtest_savings.py [--model lightgbm] [--traces a,b]
+Run: ``.venv/bin/python benchmarks/backtest_savings.py [--model lightgbm-window] [--traces a,b]
 [--jobs 2] [--merge earlier.json]``; ``--merge`` takes the traces of an earlier run of the
 same model and runs only the others, so a long run can be split. Traces are read from
 ``../shared/data`` (see its README for attribution); the synthetic scenarios are 28 days at
@@ -38,6 +38,7 @@ from benchmarks.traces import TRACES, chosen_traces
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.backtest.tuning import VALIDATION, safest
 from forecaster.frame import infer_step, regularize
+from forecaster.models import DEFAULT_MODEL
 from forecaster.policies import PEER_POLICIES
 from forecaster.scenarios import SCENARIOS
 from forecaster.workload import WorkloadSpec
@@ -342,7 +343,7 @@ def merged_rows(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", default="lightgbm")
+    parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--data", type=Path, default=DATA, help="Directory of the traces.")
     parser.add_argument("--traces", help="Comma-separated subset (default: all).")
     parser.add_argument("--jobs", type=int, default=1, help="Traces run in parallel.")

@@ -44,6 +44,7 @@ from forecaster.backtest.tuning import VALIDATION, safest
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from forecaster.frame import infer_step
+from forecaster.models import DEFAULT_MODEL
 from forecaster.policies import FORECAST_POLICIES, PEER_POLICIES, QuantileForecast, policy_class
 from prewarm.backtest_report import deployed_row
 from prewarm.spans import duration_text
@@ -473,7 +474,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("data", nargs="?", type=Path, default=DATA, help="Directory of traces.")
     parser.add_argument("--cold-starts", default=COLD_STARTS, help="Comma-separated durations.")
     parser.add_argument("--policies", default=",".join(POLICIES), help="Comma-separated.")
-    parser.add_argument("--model", default="lightgbm")
+    parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--traces", help="Comma-separated subset of the public traces.")
     parser.add_argument("--jobs", type=int, default=1, help="Backtests run in parallel.")
     parser.add_argument("--out", type=Path, default=RESULTS, help="Where results are written.")

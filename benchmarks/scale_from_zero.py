@@ -11,7 +11,7 @@ Reported per trace, floor and policy on validation: cost, unserved fraction, whe
 holds, the work left unserved while no replica was ready (the cost of waking up late), and the
 wake-ups per day.
 
-Run: ``.venv/bin/python benchmarks/scale_from_zero.py [--model lightgbm] [--scenarios a,b]
+Run: ``.venv/bin/python benchmarks/scale_from_zero.py [--model lightgbm-window] [--scenarios a,b]
 [--peak-replicas 4]``. Scenarios are seeded (:data:`forecaster.scenarios.SCENARIOS`), 28 days
 at 1 minute. Cold start 5 minutes, capacity sized so the 99th percentile of demand needs
 ``--peak-replicas`` replicas, SLO 0.1 % of the work unserved within 30 s. Writes
@@ -37,6 +37,7 @@ from forecaster.backtest.frontier import run_policy
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.backtest.tuning import VALIDATION, split
 from forecaster.frame import regularize
+from forecaster.models import DEFAULT_MODEL
 from forecaster.scenarios import SCENARIOS
 from forecaster.workload import WorkloadSpec
 from prewarm.backtest_report import deployed_row
@@ -140,7 +141,7 @@ def markdown(results: dict[str, dict[str, Any]], model: str, peak: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", default="lightgbm")
+    parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--scenarios", default="office-hours,viral-launch")
     parser.add_argument("--peak-replicas", type=int, default=4)
     parser.add_argument("--out", type=Path, default=RESULTS / "scale_from_zero")

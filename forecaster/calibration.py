@@ -9,6 +9,7 @@ Scores are in the model's scaled space, so one offset serves series of any level
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import numpy as np
@@ -84,7 +85,29 @@ class ConformalCalibrator:
             }
         )
         self.offsets_ = self._learn(actual, predicted, groups)
+        self.bias_ = self._median_scores(actual, predicted, groups)
         return self
+
+    def unbiased(self) -> ConformalCalibrator:
+        """These offsets less each group's median error of the median forecast: the spread of
+        the errors without their shared bias, for a model refitted on the calibration window,
+        which has learned that bias itself (a level shift there); unchanged without 0.5."""
+        out = copy.copy(self)
+        out.offsets_ = {g: o - self.bias_.get(g, 0.0) for g, o in self.offsets_.items()}
+        return out
+
+    def _median_scores(
+        self, actual: np.ndarray, predicted: np.ndarray, groups: np.ndarray
+    ) -> dict[object, float]:
+        if 0.5 not in self.quantiles:
+            return {}
+        scores = actual - predicted[:, self.quantiles.index(0.5)]
+        table: dict[object, float] = {None: float(np.median(scores))}
+        for group in np.unique(groups):
+            rows = groups == group
+            if rows.sum() >= self.min_samples:
+                table[group.item()] = float(np.median(scores[rows]))
+        return table
 
     def transform(self, predicted: np.ndarray, groups: np.ndarray) -> np.ndarray:
         """Predictions shifted by the offsets of their group."""

@@ -75,7 +75,12 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
     help="What your HPA scales on: with gpu-utilization the backtest also runs the HPA on "
     "DCGM GPU utilization and reports the savings against it.",
 )
-@click.option("--model", default="lightgbm", show_default=True, help="Forecast model.")
+@click.option(
+    "--model",
+    default="lightgbm-window",
+    show_default=True,
+    help="Forecast model (registered name).",
+)
 @click.option(
     "--train-window",
     type=Duration(),

@@ -63,7 +63,7 @@ forecast gives ``P(demand > 0)`` over the lead window above it, in (0, 1), defau
 model version; ``prewarm serve`` plans with the registered ones and refuses a workload whose
 section here disagrees with them (settings left unset here defer to the registered ones).
 
-``model``: ``name`` (registered forecast model, default ``lightgbm``); ``params`` (its
+``model``: ``name`` (registered forecast model, default ``lightgbm-window``); ``params`` (its
 constructor arguments, checked when the file is read); ``features``
 (:class:`forecaster.features.FeatureConfig` fields); ``quantiles`` (levels forecast; the
 backtest grid and every workload's quantile are added). Horizons are not configured: they are
@@ -144,7 +144,7 @@ from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError, PrewarmError, shown
 from forecaster.features import FeatureConfig
 from forecaster.frame import MAX_GRID_CELLS
-from forecaster.models import MODELS, make_model
+from forecaster.models import DEFAULT_MODEL, MODELS, make_model
 from forecaster.policies import POLICIES
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.workload import DEFAULT_TOLERANCE, TUNED, ColdStart, WorkloadPolicy, WorkloadSpec
@@ -677,7 +677,7 @@ class WorkloadConfig(_Strict):
 class ModelConfig(_Strict):
     """The forecast model and its features."""
 
-    name: str = Field(default="lightgbm", description="Registered forecast model name.")
+    name: str = Field(default=DEFAULT_MODEL, description="Registered forecast model name.")
     params: dict[str, Any] = Field(default_factory=dict, description="Constructor arguments.")
     features: dict[str, Any] = Field(
         default_factory=dict, description="FeatureConfig fields (lags, windows, ...)."

@@ -23,7 +23,7 @@ from forecaster.backtest.walkforward import WalkForward, walk_forward_forecast
 from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError
 from forecaster.frame import DEFAULT_MAX_FILL, long_gaps
 from forecaster.metrics import coverage, mase, pinball_loss
-from forecaster.models import BaseForecaster, make_model
+from forecaster.models import DEFAULT_MODEL, BaseForecaster, make_model
 from forecaster.policies import FORECAST_POLICIES, Observation, QuantileForecast, policy_class
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.resampling import DEFAULT_SIM_STEP
@@ -70,7 +70,7 @@ class BacktestSettings:
     )
     train_window: int = 14 * DAY
     retrain_every: int = DAY
-    model: str = "lightgbm"
+    model: str = DEFAULT_MODEL
     model_params: Mapping[str, Any] = field(default_factory=dict)
     hold: float = 0.0
     sim_step: float = 15.0

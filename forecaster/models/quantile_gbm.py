@@ -111,8 +111,11 @@ class QuantileGradientBoosting(BaseForecaster):
         Most recent span of the training data held out for conformal calibration, or None.
     refit
         After calibrating, fit the regressors again on all of the training data, the
-        calibration window included, and keep the offsets learned on it: the model then knows
-        the latest days (a level shift three days old) at the price of a second fit.
+        calibration window included, and keep the offsets learned out of sample on it less
+        the held-out model's median error there (its bias, which the refitted regressors have
+        learned; the ``shift`` window's offsets, with no regressor, stay whole): the model
+        then knows the latest days (a level shift three days old) at the price of a second
+        fit.
     max_train_rows
         Training rows are sampled down to this many (seeded) to bound the fit time; beyond
         twice as many, the training and the calibration origins are sampled before any
@@ -207,8 +210,16 @@ class QuantileGradientBoosting(BaseForecaster):
         if self.window_span is not None:
             self._fit_window(panel, train, calibration, matrix)
         if self.refit and calibration is not None:
-            # The offsets stay those of the held-out fit; the regressors then learn the
-            # calibration window too, so the served model has seen the latest regime.
+            # The regressors learn the calibration window too, so the served model has seen
+            # the latest regime; it has then also learned the held-out model's bias there (a
+            # level shift), and offsets kept whole would correct for that bias twice. So do
+            # the direct window regressors; the shift model's window offsets stay whole, their
+            # median part being the window maximum's distance above the largest per-horizon
+            # quantile, which no refit learns.
+            if self.calibrator_ is not None:
+                self.calibrator_ = self.calibrator_.unbiased()
+            if self.window_calibrator_ is not None and self.window_model == "direct":
+                self.window_calibrator_ = self.window_calibrator_.unbiased()
             everything = self._sampled_origins(list(origins))
             matrix = self._fit_regressors(panel, everything)
             if self.window_span is not None and self.window_model == "direct":

@@ -28,6 +28,33 @@ def test_conformal_offsets_restore_coverage_of_a_biased_forecast():
     np.testing.assert_allclose(calibrator.offsets_[1] - calibrator.offsets_[2], 1.0, atol=0.25)
 
 
+def test_unbiased_offsets_keep_the_spread_and_drop_each_groups_median_error():
+    rng = np.random.default_rng(1)
+    n = 4000
+    actual = rng.normal(10, 2, n)
+    groups = np.tile([1, 2], n // 2)
+    truth = 10 + 2 * np.array([0.0, 1.2816])  # the true 0.5 and 0.9 quantiles
+    bias = np.where(groups == 1, 3.0, -1.0)[:, None]  # each group's forecast off by its bias
+    predicted = np.tile(truth, (n, 1)) - bias
+    calibrator = ConformalCalibrator((0.5, 0.9)).fit(actual, predicted, groups)
+    unbiased = calibrator.unbiased()
+    for group, shift in ((1, 3.0), (2, -1.0)):
+        assert calibrator.bias_[group] == pytest.approx(shift, abs=0.15)
+        # What is left is the offset an unbiased forecast would need: about 0 at both levels.
+        np.testing.assert_allclose(unbiased.offsets_[group], 0.0, atol=0.2)
+        np.testing.assert_allclose(
+            calibrator.offsets_[group] - unbiased.offsets_[group], calibrator.bias_[group]
+        )
+    fixed = np.tile(truth, (n, 1))  # the bias removed, as a refitted model would
+    adjusted = unbiased.transform(fixed, groups)
+    assert coverage(rng.normal(10, 2, n), adjusted[:, 1]) == pytest.approx(0.9, abs=0.03)
+    # Without a 0.5 column there is no median forecast to read a bias from: unchanged.
+    plain = ConformalCalibrator((0.9,)).fit(actual, predicted[:, 1:], groups)
+    assert plain.unbiased().offsets_.keys() == plain.offsets_.keys()
+    for group, offsets in plain.offsets_.items():
+        np.testing.assert_array_equal(plain.unbiased().offsets_[group], offsets)
+
+
 def test_small_groups_fall_back_to_pooled_offsets():
     actual = np.arange(100.0)
     groups = np.array([1] * 95 + [2] * 5)

@@ -146,32 +146,42 @@ def test_unknown_target_is_refused_by_name(frame):
         make_model("ewma", horizons=HORIZONS, target="peak").fit(frame)
 
 
-@pytest.mark.parametrize("target", ["horizon", "window"])
-def test_refit_serves_the_full_fit_with_the_offsets_learned_on_the_held_out_window(frame, target):
+@pytest.mark.parametrize(
+    ("target", "window_model"), [("horizon", "direct"), ("window", "direct"), ("window", "shift")]
+)
+def test_refit_serves_the_full_fit_with_the_offsets_learned_on_the_held_out_window(
+    frame, target, window_model
+):
     """``refit``: the regressors are those of a fit on all the training data (the
-    calibration window included), the conformal offsets those of the held-out fit."""
-    params = {"horizons": HORIZONS, "quantiles": (0.5, 0.9), "n_estimators": 30}
+    calibration window included), the offsets those of the held-out fit less its median
+    error there, but for the shift model's window offsets (no regressor learned them)."""
+    params = {
+        "horizons": HORIZONS,
+        "quantiles": (0.5, 0.9),
+        "n_estimators": 30,
+        "window_model": window_model,
+    }
     held_out = QuantileGradientBoosting(target=target, **params).fit(frame)
     refitted = QuantileGradientBoosting(target=target, refit=True, **params).fit(frame)
     full = QuantileGradientBoosting(target=target, calibration_window=None, **params).fit(frame)
     origins = pd.DatetimeIndex(frame["timestamp"].iloc[-40:])
-    assert held_out.calibrator_ is not None
-    assert (held_out.window_calibrator_ is not None) == (target == "window")
-    pairs = [
-        (held_out.calibrator_, refitted.calibrator_),
-        (held_out.window_calibrator_, refitted.window_calibrator_),
-    ]
-    for before, after in pairs:
-        assert (before is None) == (after is None)
-        if before is not None and after is not None:
-            assert before.offsets_.keys() == after.offsets_.keys()
-            for group, offsets in before.offsets_.items():
-                np.testing.assert_array_equal(offsets, after.offsets_[group])
+    before, after = held_out.calibrator_, refitted.calibrator_
+    assert before is not None and after is not None
+    assert after.offsets_.keys() == before.offsets_.keys() == before.bias_.keys()
+    for group, offsets in before.offsets_.items():
+        np.testing.assert_array_equal(offsets - before.bias_[group], after.offsets_[group])
+    window_before, window_after = held_out.window_calibrator_, refitted.window_calibrator_
+    assert (window_before is not None) == (window_after is not None) == (target == "window")
+    if window_before is not None and window_after is not None:
+        assert window_after.offsets_.keys() == window_before.offsets_.keys()
+        for group, offsets in window_before.offsets_.items():
+            bias = window_before.bias_[group] if window_model == "direct" else 0.0
+            np.testing.assert_array_equal(offsets - bias, window_after.offsets_[group])
     # Uncalibrated, the refitted model forecasts what the full fit does, not the held-out one.
     refitted.calibrator_ = refitted.window_calibrator_ = None
     pd.testing.assert_frame_equal(refitted.predict(frame, origins), full.predict(frame, origins))
     assert not held_out.predict(frame, origins).equals(full.predict(frame, origins))
-    if target == "window":  # its regressors learned the calibration window too
+    if target == "window":  # its window forecast moved with them
         held_out.calibrator_ = held_out.window_calibrator_ = None
         raw = [m.predict_window(frame, origins)[["q0.5", "q0.9"]] for m in (held_out, refitted)]
         assert not raw[0].equals(raw[1])
