@@ -6,10 +6,10 @@ For each N of ``--workloads``, N workloads are made from the five public traces 
 wrapped around), scaled by a random level factor (log-uniform in [0.2, 5]) and multiplied by
 Gaussian noise (sd 5%), all from one seeded generator, so every run sees the same data.
 ``prewarm train`` then runs on them in its own process for each N (file source, one CSV per
-workload, lightgbm, the default configuration of ``train_speed.py``, a fresh MLflow SQLite
-store), with a probe that times each stage and resets the kernel's peak-RSS counter
-(``/proc/self/clear_refs``) at every stage boundary, so each stage's peak resident memory is
-its own. The probe wraps the pipeline's functions without changing what they do:
+workload, ``--model``, by default the package's, in the configuration of ``train_speed.py``, a
+fresh MLflow SQLite store), with a probe that times each stage and resets the kernel's
+peak-RSS counter (``/proc/self/clear_refs``) at every stage boundary, so each stage's peak
+resident memory is its own. The probe wraps the pipeline's functions without changing what they do:
 
 ========  =====================================================================
 stage     what it covers
@@ -60,6 +60,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.train_speed import DAYS, config, prepare  # noqa: E402
+from forecaster.models import DEFAULT_MODEL  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "train_scale"
 STAGES = (
@@ -210,7 +211,13 @@ def child(config_path: str, out_path: str, scheduler: str = "") -> None:
 
 
 # -- the runs, from the benchmark process ---------------------------------------------------
-def run(base: dict[str, pd.DataFrame], n: int, days: int, dask_workers: int = 0) -> dict[str, Any]:
+def run(
+    base: dict[str, pd.DataFrame],
+    n: int,
+    days: int,
+    dask_workers: int = 0,
+    model: str = DEFAULT_MODEL,
+) -> dict[str, Any]:
     """Train on ``n`` workloads in a fresh process and store; its stage figures and wall time.
 
     With ``dask_workers``, on a new ``LocalCluster`` of that many worker processes (one
@@ -219,7 +226,7 @@ def run(base: dict[str, pd.DataFrame], n: int, days: int, dask_workers: int = 0)
     with tempfile.TemporaryDirectory() as tmp, _cluster(dask_workers) as cluster:
         out = Path(tmp)
         files = workloads(base, n, days, out)
-        path = config(files, "file", out)
+        path = config(files, "file", out, model)
         figures = out / "stages.json"
         scheduler = cluster.scheduler_address if cluster is not None else ""
         began = time.perf_counter()
@@ -235,7 +242,7 @@ def run(base: dict[str, pd.DataFrame], n: int, days: int, dask_workers: int = 0)
         result = json.loads(figures.read_text())
         result["worker_peak_bytes"] = _worker_peaks(cluster)
     result.update(
-        workloads=n, days=days, dask_workers=dask_workers, wall_time_s=wall,
+        workloads=n, days=days, dask_workers=dask_workers, wall_time_s=wall, model=model,
         stdout=done.stdout.strip(),
     )  # fmt: skip
     result["peak_total_bytes"] = max(result["peak_bytes"].values())
@@ -329,8 +336,8 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
         "# Training at scale: wall time and peak memory per stage",
         "",
         f"`prewarm train` on N workloads x {runs[0]['days']} days at 1-minute steps (file "
-        "source, lightgbm, default configuration), each N in its own process with a fresh "
-        "MLflow store; 1-minute load average "
+        f"source, model `{runs[0].get('model', 'lightgbm')}`, default configuration), each N "
+        "in its own process with a fresh MLflow store; 1-minute load average "
         f"{load[0]:.2f} before, {load[1]:.2f} after (the benchmark's own load included). "
         "A Dask run passes `--dask-scheduler` to a fresh LocalCluster: the gate's policy "
         "sweeps run on its workers, whose CPU time is not in the CPU column.",
@@ -397,6 +404,7 @@ def main() -> None:
     parser.add_argument("--workloads", default="10,100,300", help="comma-separated Ns")
     parser.add_argument("--days", type=int, default=DAYS, help=f"days of history, 2 to {DAYS}")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results, without suffix")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="Registered forecast model.")
     parser.add_argument(
         "--dask-workers",
         type=int,
@@ -419,7 +427,7 @@ def main() -> None:
     for n in sizes:
         # The Dask run, at the largest N only, is the comparison, not another curve.
         for workers in (0, args.dask_workers) if args.dask_workers and n == max(sizes) else (0,):
-            runs.append(run(base, n, args.days, workers))
+            runs.append(run(base, n, args.days, workers, args.model))
             r = runs[-1]
             print(f"{label(r)}: {r['wall_time_s']:.1f} s, peak "
                   f"{r['peak_total_bytes'] / MIB:,.0f} MiB, exit {r['exit_code']}",

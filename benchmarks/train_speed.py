@@ -7,6 +7,7 @@ process (file source, fresh MLflow SQLite store in a temp dir); the wall time an
 peak resident memory are printed. Target on a 2-core machine: under 5 minutes.
 
     python benchmarks/train_speed.py [--data-dir ../shared/data] [--source file|replay]
+        [--model lightgbm-window]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.traces import TRACES
+from forecaster.models import DEFAULT_MODEL
 
 DAYS = 30
 STEP = 60
@@ -55,7 +57,7 @@ def prepare(data_dir: Path, out: Path) -> dict[str, str]:
     return files
 
 
-def config(files: dict[str, str], source: str, out: Path) -> Path:
+def config(files: dict[str, str], source: str, out: Path, model: str = DEFAULT_MODEL) -> Path:
     workloads = []
     for name, path in files.items():
         p99 = float(pd.read_csv(path)["value"].quantile(0.99))
@@ -66,7 +68,7 @@ def config(files: dict[str, str], source: str, out: Path) -> Path:
     document = {
         "source": {"type": source, "files": files, "step": "1m"},
         "workloads": workloads,
-        "model": {"name": "lightgbm"},
+        "model": {"name": model},
         "evaluation": {"window": "1d", "train_window": "14d"},
         "mlflow": {"tracking_uri": f"sqlite:///{out / 'mlflow.db'}", "experiment": "bench"},
     }
@@ -80,11 +82,12 @@ def main() -> None:
     here = Path(__file__).resolve().parents[1]
     parser.add_argument("--data-dir", type=Path, default=here.parent / "shared" / "data")
     parser.add_argument("--source", choices=["file", "replay"], default="file")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="Registered forecast model.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         files = prepare(args.data_dir, out)
-        path = config(files, args.source, out)
+        path = config(files, args.source, out, args.model)
         began = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-m", "prewarm", "train", "--config", str(path), "--no-progress",
