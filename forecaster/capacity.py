@@ -194,12 +194,12 @@ def plan_capacity(
     -------
     pandas.DataFrame
         One row per workload with :data:`PLAN_COLUMNS`, then ``peak_horizon_seconds`` (the
-        earliest horizon at which the planned quantile reaches its maximum),
+        earliest horizon at which the planned quantile reaches its maximum; NaN where the
+        window target's forecast, of the window's maximum and so of no one horizon, is planned),
         ``buffer_demand`` (the warm buffer's ask, NaN without one; ``forecast_demand`` is
         the larger of it and the forecast) and one column per model quantile (``q0.5``...):
         its largest forecast over the same lead window (the window target's forecast where
-        the model has one for that window; ``peak_horizon_seconds`` still reads the
-        per-horizon forecasts).
+        the model has one for that window).
     """
     policies = {
         name: item
@@ -262,6 +262,7 @@ def plan_capacity(
     demand = np.full(n, np.nan)
     window_max = np.full((n, len(present)), np.nan)
     peak = np.full(n, np.iinfo(np.int64).max)
+    windowed = np.zeros(n, dtype=bool)  # planned on the window target's forecast
     if present:
         values = forecast[present].to_numpy(dtype=float)
         rows = np.flatnonzero(inside)
@@ -272,10 +273,10 @@ def plan_capacity(
         np.fmax.at(window_max, codes[rows], values[rows])
         at_max = picked == demand[codes[rows]]
         np.minimum.at(peak, codes[rows][at_max], horizon[rows][at_max])
-        spanned = model.predict_window(history)
-        if spanned is not None:  # the window target replaces the maxima where it fits
+        spanned, spanned_h = model.predict_window(history), model.window_span
+        if spanned is not None and spanned_h is not None:  # it replaces the maxima where it fits
             window = spanned.set_index(id_col).reindex(names)[present].to_numpy(dtype=float)
-            spanned_h = model.window_span
+            windowed = np.equal(first_h, spanned_h[0]) & np.equal(last_h, spanned_h[1])
             demand = lead_window_forecast(
                 demand, window[np.arange(n), column_of], spanned_h, first_h, last_h
             )
@@ -322,7 +323,7 @@ def plan_capacity(
             "desired_replicas": replicas.astype(np.int64),
             "quantile": tau,
             "lead_time_seconds": lead,
-            "peak_horizon_seconds": (peak * step).astype(float),
+            "peak_horizon_seconds": np.where(windowed, np.nan, peak * step).astype(float),
             "buffer_demand": buffered,
             **{column: window_max[:, j] for j, column in enumerate(present)},
         },

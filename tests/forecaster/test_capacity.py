@@ -268,4 +268,7 @@ def test_a_window_forecast_replaces_the_largest_quantile_where_it_covers_the_win
     assert planned.loc["match", "q0.5"] == 0.5 and planned.loc["match", "q0.9"] == 1.0
     assert planned.loc["match", "desired_replicas"] == 1
     assert without.loc["match", "forecast_demand"] > 1.0
+    # The window's maximum is of no one horizon: no peak horizon where it is planned.
+    assert np.isnan(planned.loc["match", "peak_horizon_seconds"])
+    assert np.isfinite(without.loc["match", "peak_horizon_seconds"])
     pd.testing.assert_series_equal(planned.loc["other"], without.loc["other"])
