@@ -6,7 +6,7 @@ both policies meet the SLO on validation. The in-sample cost at the SLO is kept 
 Beside prewarm's own baselines run the autoscalers a user would install instead
 (:data:`forecaster.policies.PEER_POLICIES`), on the same traces, simulator, SLO and tuning.
 
-Run: ``.venv/bin/python benchmarks/backtest_savings.py [--model lightgbm-window] [--traces a,b]
+Run: ``.venv/bin/python benchmarks/backtest_savings.py [--model lightgbm] [--traces a,b]
 [--jobs 2] [--merge earlier.json]``; ``--merge`` takes the traces of an earlier run of the
 same model and runs only the others, so a long run can be split. Traces are read from
 ``../shared/data`` (see its README for attribution); the synthetic scenarios are 28 days at

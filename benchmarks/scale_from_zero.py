@@ -11,7 +11,7 @@ Reported per trace, floor and policy on validation: cost, unserved fraction, whe
 holds, the work left unserved while no replica was ready (the cost of waking up late), and the
 wake-ups per day.
 
-Run: ``.venv/bin/python benchmarks/scale_from_zero.py [--model lightgbm-window] [--scenarios a,b]
+Run: ``.venv/bin/python benchmarks/scale_from_zero.py [--model lightgbm] [--scenarios a,b]
 [--peak-replicas 4]``. Scenarios are seeded (:data:`forecaster.scenarios.SCENARIOS`), 28 days
 at 1 minute. Cold start 5 minutes, capacity sized so the 99th percentile of demand needs
 ``--peak-replicas`` replicas, SLO 0.1 % of the work unserved within 30 s. Writes

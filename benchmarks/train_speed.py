@@ -7,7 +7,7 @@ process (file source, fresh MLflow SQLite store in a temp dir); the wall time an
 peak resident memory are printed. Target on a 2-core machine: under 5 minutes.
 
     python benchmarks/train_speed.py [--data-dir ../shared/data] [--source file|replay]
-        [--model lightgbm-window]
+        [--model lightgbm]
 """
 
 from __future__ import annotations

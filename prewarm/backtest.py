@@ -77,7 +77,7 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
 )
 @click.option(
     "--model",
-    default="lightgbm-window",
+    default="lightgbm",
     show_default=True,
     help="Forecast model (registered name).",
 )

@@ -63,7 +63,7 @@ forecast gives ``P(demand > 0)`` over the lead window above it, in (0, 1), defau
 model version; ``prewarm serve`` plans with the registered ones and refuses a workload whose
 section here disagrees with them (settings left unset here defer to the registered ones).
 
-``model``: ``name`` (registered forecast model, default ``lightgbm-window``); ``params`` (its
+``model``: ``name`` (registered forecast model, default ``lightgbm``); ``params`` (its
 constructor arguments, checked when the file is read); ``features``
 (:class:`forecaster.features.FeatureConfig` fields); ``quantiles`` (levels forecast; the
 backtest grid and every workload's quantile are added). Horizons are not configured: they are

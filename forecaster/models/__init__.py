@@ -27,9 +27,10 @@ from forecaster.models.combination import Combination
 from forecaster.models.components import COMPONENTS
 from forecaster.models.quantile_gbm import QuantileGradientBoosting
 
-# What training, the backtest and the benchmarks use unless told otherwise: the window target,
-# the quantity every plan sizes for (benchmarks/backtest_savings.py against ``lightgbm``).
-DEFAULT_MODEL = "lightgbm-window"
+# What training, the backtest and the benchmarks use unless told otherwise. Not the window
+# target: planned on it, hybrid missed the SLO out of sample on the viral launch, where it
+# meets it on this one (benchmarks/results/backtest_savings_window.md).
+DEFAULT_MODEL = "lightgbm"
 
 # New single models go into COMPONENTS, so that the combinations can use them too.
 MODELS: dict[str, Callable[..., BaseForecaster]] = {
