@@ -356,13 +356,14 @@ def main() -> None:
         help="An earlier run's .json (same model) whose traces join this report; repeatable.",
     )
     args = parser.parse_args()
-    names = chosen_traces(parser, list(loaders(args.data)), args.traces)
+    known = list(loaders(args.data))
+    names = chosen_traces(parser, known, args.traces)
     earlier = merged_rows(parser, args.merge, args.model)
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = {n: pool.submit(run, n, args.data, args.model) for n in names if n not in earlier}
-        done = {n: f.result() for n, f in futures.items()}
+        rows = {n: f.result() for n, f in futures.items()} | earlier
     # The report lists the traces in the benchmark's order, whichever run made each.
-    rows = {n: done.get(n) or earlier[n] for n in loaders(args.data) if n in done or n in earlier}
+    rows = {n: rows[n] for n in known if n in rows}
     table = pd.DataFrame(
         {
             n: {**deployed_costs(r), **r["deployed_savings"], **r["peer_savings"]}
@@ -371,7 +372,7 @@ def main() -> None:
     ).T
     print(table.to_string(float_format=lambda v: f"{v:.3g}"))
     args.out.mkdir(parents=True, exist_ok=True)
-    whole = set(rows) == set(loaders(args.data))
+    whole = set(rows) == set(known)
     stem = "backtest_savings" if whole else "backtest_savings_subset"
     (args.out / f"{stem}.md").write_text(markdown(rows, args.model))
     document = {"model": args.model, "traces": rows}

@@ -336,7 +336,7 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
         "# Training at scale: wall time and peak memory per stage",
         "",
         f"`prewarm train` on N workloads x {runs[0]['days']} days at 1-minute steps (file "
-        f"source, model `{runs[0].get('model', 'lightgbm')}`, default configuration), each N "
+        f"source, model `{runs[0]['model']}`, default configuration), each N "
         "in its own process with a fresh MLflow store; 1-minute load average "
         f"{load[0]:.2f} before, {load[1]:.2f} after (the benchmark's own load included). "
         "A Dask run passes `--dask-scheduler` to a fresh LocalCluster: the gate's policy "

@@ -10,7 +10,8 @@ Scores are in the model's scaled space, so one offset serves series of any level
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -98,16 +99,11 @@ class ConformalCalibrator:
 
     def _median_scores(
         self, actual: np.ndarray, predicted: np.ndarray, groups: np.ndarray
-    ) -> dict[object, float]:
+    ) -> dict[object, np.ndarray]:
         if 0.5 not in self.quantiles:
             return {}
         scores = actual - predicted[:, self.quantiles.index(0.5)]
-        table: dict[object, float] = {None: float(np.median(scores))}
-        for group in np.unique(groups):
-            rows = groups == group
-            if rows.sum() >= self.min_samples:
-                table[group.item()] = float(np.median(scores[rows]))
-        return table
+        return self._per_group(scores, groups, np.median)
 
     def transform(self, predicted: np.ndarray, groups: np.ndarray) -> np.ndarray:
         """Predictions shifted by the offsets of their group."""
@@ -117,11 +113,18 @@ class ConformalCalibrator:
         self, actual: np.ndarray, predicted: np.ndarray, groups: np.ndarray
     ) -> dict[object, np.ndarray]:
         scores = actual[:, None] - predicted
-        table: dict[object, np.ndarray] = {None: _offsets(scores, self.quantiles)}
+        return self._per_group(scores, groups, lambda part: _offsets(part, self.quantiles))
+
+    def _per_group(
+        self, scores: np.ndarray, groups: np.ndarray, statistic: Callable[[np.ndarray], Any]
+    ) -> dict[object, np.ndarray]:
+        """``statistic`` of the scores pooled (key None) and of every group with at least
+        ``min_samples`` rows."""
+        table: dict[object, np.ndarray] = {None: np.asarray(statistic(scores))}
         for group in np.unique(groups):
             rows = groups == group
             if rows.sum() >= self.min_samples:
-                table[group.item()] = _offsets(scores[rows], self.quantiles)
+                table[group.item()] = np.asarray(statistic(scores[rows]))
         return table
 
     @staticmethod

@@ -262,7 +262,7 @@ def plan_capacity(
     demand = np.full(n, np.nan)
     window_max = np.full((n, len(present)), np.nan)
     peak = np.full(n, np.iinfo(np.int64).max)
-    windowed = np.zeros(n, dtype=bool)  # planned on the window target's forecast
+    peak_seconds = np.full(n, np.nan)
     if present:
         values = forecast[present].to_numpy(dtype=float)
         rows = np.flatnonzero(inside)
@@ -273,14 +273,18 @@ def plan_capacity(
         np.fmax.at(window_max, codes[rows], values[rows])
         at_max = picked == demand[codes[rows]]
         np.minimum.at(peak, codes[rows][at_max], horizon[rows][at_max])
-        spanned, spanned_h = model.predict_window(history), model.window_span
-        if spanned is not None and spanned_h is not None:  # it replaces the maxima where it fits
+        peak_seconds = (peak * step).astype(float)
+        spanned = model.predict_window(history)
+        if spanned is not None:  # the window target replaces the maxima where it fits
             window = spanned.set_index(id_col).reindex(names)[present].to_numpy(dtype=float)
-            windowed = np.equal(first_h, spanned_h[0]) & np.equal(last_h, spanned_h[1])
+            spanned_h = model.window_span
             demand = lead_window_forecast(
                 demand, window[np.arange(n), column_of], spanned_h, first_h, last_h
             )
             window_max = lead_window_forecast(window_max, window, spanned_h, first_h, last_h)
+            # Its forecast is of the window's maximum, of no one horizon: no peak horizon.
+            no_peak = np.full(n, np.nan)
+            peak_seconds = lead_window_forecast(peak_seconds, no_peak, spanned_h, first_h, last_h)
     not_finite = ~np.isfinite(demand)
 
     # Refuse with the message of the first failing workload in name order, checked in the
@@ -323,7 +327,7 @@ def plan_capacity(
             "desired_replicas": replicas.astype(np.int64),
             "quantile": tau,
             "lead_time_seconds": lead,
-            "peak_horizon_seconds": np.where(windowed, np.nan, peak * step).astype(float),
+            "peak_horizon_seconds": peak_seconds,
             "buffer_demand": buffered,
             **{column: window_max[:, j] for j, column in enumerate(present)},
         },

@@ -216,13 +216,14 @@ class QuantileGradientBoosting(BaseForecaster):
             # the direct window regressors; the shift model's window offsets stay whole, their
             # median part being the window maximum's distance above the largest per-horizon
             # quantile, which no refit learns.
+            direct = self.window_span is not None and self.window_model == "direct"
             if self.calibrator_ is not None:
                 self.calibrator_ = self.calibrator_.unbiased()
-            if self.window_calibrator_ is not None and self.window_model == "direct":
+            if direct and self.window_calibrator_ is not None:
                 self.window_calibrator_ = self.window_calibrator_.unbiased()
             everything = self._sampled_origins(list(origins))
             matrix = self._fit_regressors(panel, everything)
-            if self.window_span is not None and self.window_model == "direct":
+            if direct:
                 self._fit_window_regressors(panel, everything, matrix)
 
     def _fit_regressors(self, panel: Panel, origins: Sequence[np.ndarray]) -> FeatureMatrix:
