@@ -69,13 +69,16 @@ constructor arguments, checked when the file is read); ``features``
 backtest grid and every workload's quantile are added). Horizons are not configured: they are
 derived from each workload's cold start, decision delay and hold. ``name: auto`` selects one
 model per workload: ``params.candidates`` (registered single models, default ``[lightgbm,
-seasonal-naive-weekly, ewma, mstl]``) are fitted before the last ``params.validation_window``
-of each fold's training data (default one day, or a quarter of a shorter history) and the one
-with the lowest pinball loss there at the workload's quantile serves it, refitted on all of
-the training data; ``params.candidate_params`` (``{model: {argument: value}}``) sets their
-arguments. ``name: combination`` takes the same parameters and weighs the candidates per
-workload and quantile instead (non-negative weights summing to one, fitted by pinball loss on
-that window). The run tags ``prewarm.model.<workload>`` name each workload's model(s) (the first 100
+lightgbm-window, seasonal-naive-weekly, ewma, mstl]``) are fitted before the last
+``params.validation_window`` of each fold's training data (default one day, or a quarter of a
+shorter history); the one whose forecast of the lead window's largest demand (its window
+target, else the largest of its per-horizon quantiles: what the plan sizes for) has the lowest
+pinball loss there at the workload's quantile, among those whose windows it covered at least
+that quantile less 0.05 of the time, serves it, refitted on all of the training data;
+``params.candidate_params`` (``{model: {argument: value}}``) sets their arguments.
+``name: combination`` takes the same parameters (its default candidates lack
+``lightgbm-window``) and weighs the candidates per workload and quantile instead (non-negative
+weights summing to one, fitted by pinball loss on that window). The run tags ``prewarm.model.<workload>`` name each workload's model(s) (the first 100
 workloads by name; ``prewarm.models`` counts the workloads per model), as ``prewarm serve``'s
 explain does for every workload (``servedBy``); see :mod:`forecaster.models.combination`.
 

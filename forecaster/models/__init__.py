@@ -1,13 +1,9 @@
 """The registry of forecast models: one name, one factory.
 
-``lightgbm-window`` is ``lightgbm`` with ``target="window"``: it also forecasts the quantiles
-of the largest demand over its window of horizons (:mod:`forecaster.models.base`), with
-regressors of its own; ``lightgbm-window-shift`` by the largest per-horizon quantile shifted by
-split conformal on the window's maximum. Both also ``refit`` after calibrating, so the model
-they serve has learned the calibration window (a level shift of the last days) while the
-conformal offsets stay out of sample. Both are registered so that every benchmark compares
-them with ``lightgbm`` on the same folds (options of ``lightgbm``, not components of the
-combinations).
+The single models are :data:`forecaster.models.components.COMPONENTS` (``lightgbm-window``
+among them: ``lightgbm`` forecasting the window's maximum too). ``combination`` weighs some of
+them per series; ``auto`` picks one per series, by what the plan sizes for (the window's
+forecast), among ``lightgbm``, ``lightgbm-window`` and the seasonal and smoothing baselines.
 
 >>> sorted(MODELS)  # doctest: +NORMALIZE_WHITESPACE
 ['auto', 'combination', 'ewma', 'hist-gbm', 'intermittent', 'last-value', 'lightgbm',
@@ -23,9 +19,8 @@ from typing import Any
 
 from forecaster.exceptions import UnknownNameError
 from forecaster.models.base import BaseForecaster, quantile_column
-from forecaster.models.combination import Combination
+from forecaster.models.combination import SELECT_CANDIDATES, Combination
 from forecaster.models.components import COMPONENTS
-from forecaster.models.quantile_gbm import QuantileGradientBoosting
 
 # What training, the backtest and the benchmarks use unless told otherwise. Not the window
 # target: planned on it, hybrid missed the SLO out of sample on the viral launch, where it
@@ -35,18 +30,8 @@ DEFAULT_MODEL = "lightgbm"
 # New single models go into COMPONENTS, so that the combinations can use them too.
 MODELS: dict[str, Callable[..., BaseForecaster]] = {
     **COMPONENTS,
-    "lightgbm-window": partial(
-        QuantileGradientBoosting, engine="lightgbm", target="window", refit=True
-    ),
-    "lightgbm-window-shift": partial(
-        QuantileGradientBoosting,
-        engine="lightgbm",
-        target="window",
-        window_model="shift",
-        refit=True,
-    ),
     "combination": partial(Combination, method="weights"),
-    "auto": partial(Combination, method="select"),
+    "auto": partial(Combination, method="select", candidates=SELECT_CANDIDATES),
 }
 
 

@@ -8,13 +8,18 @@ in). On those forecasts it learns, per series:
 * ``method="weights"``: for each quantile, non-negative weights summing to one that minimise the
   pinball loss of the weighted forecast at that quantile (a small linear program: the pinball
   loss is piecewise linear in the weights);
-* ``method="select"``: the one candidate with the lowest pinball loss at the series' own
-  quantile (``taus``; the mean over the quantiles for a series without one).
+* ``method="select"``: the one candidate whose forecast of what the plan sizes for, the largest
+  demand over the window of horizons (:func:`forecaster.models.base.lead_window_forecast`: a
+  window target where the candidate has one, else the largest of its per-horizon quantiles),
+  has the lowest pinball loss at the series' own quantile (``taus``; the mean over the
+  quantiles for a series without one), among the candidates whose windows it covered at
+  least that quantile less :data:`COVERAGE_SLACK` of the time (all of them when none did).
 
 The candidates are then refitted on the whole frame; those no series uses are dropped. A series
 unseen in fit gets the weights averaged over the fitted series (``select``: the candidate most
 series chose). Nothing after the end of the training frame is read: the weights are out of
-sample for the validation window and the served models are fitted up to the end.
+sample for the validation window and the served models are fitted up to the end. Where a
+candidate in use has a window target, the combination has one too (:meth:`predict_window`).
 """
 
 from __future__ import annotations
@@ -32,16 +37,29 @@ from sklearn.utils.validation import check_is_fitted
 
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError, shown
-from forecaster.features import FeatureConfig
+from forecaster.features import FeatureConfig, window_target
 from forecaster.frame import Columns
-from forecaster.metrics import pinball_loss
-from forecaster.models.base import BaseForecaster, Origins, quantile_column
+from forecaster.metrics import coverage, pinball_loss
+from forecaster.models.base import (
+    BaseForecaster,
+    Origins,
+    lead_window_forecast,
+    quantile_column,
+)
 from forecaster.models.components import COMPONENTS
+from forecaster.panel import Panel
 
 logger = logging.getLogger(__name__)
 
 METHODS = ("weights", "select")
 DEFAULT_CANDIDATES = ("lightgbm", "seasonal-naive-weekly", "ewma", "mstl")
+# `auto` also weighs the window target: on a level shift it covers windows lightgbm does not,
+# on the synthetic scenarios lightgbm's window forecast scores better
+# (benchmarks/results/forecast_accuracy.md).
+SELECT_CANDIDATES = ("lightgbm", "lightgbm-window", "seasonal-naive-weekly", "ewma", "mstl")
+# How far under its quantile a candidate may cover the validation windows and still be picked:
+# about three standard errors of a coverage over one day of 5-minute windows.
+COVERAGE_SLACK = 0.05
 KEYS = ("origin", "horizon")
 DEFAULT_VALIDATION, SHORT_SHARE = 86400.0, 0.25  # one day, or a quarter of a short history
 
@@ -70,6 +88,69 @@ def pinball_weights(forecasts: np.ndarray, actual: np.ndarray, quantile: float) 
         return np.full(k, 1.0 / k)
     weights = np.clip(result.x[:k], 0.0, None)
     return weights / weights.sum()
+
+
+def select_candidate(losses: Sequence[float], shortfalls: Sequence[float]) -> int:
+    """The candidate ``select`` picks: the lowest loss among those whose coverage fell short of
+    their quantile by at most :data:`COVERAGE_SLACK`, else the one short by the least.
+
+    >>> select_candidate([1.0, 2.0, 3.0], [0.20, 0.01, 0.0])  # the first covers too rarely
+    1
+    >>> select_candidate([1.0, 2.0], [0.20, 0.10])
+    1
+    """
+    short = np.asarray(shortfalls, dtype=float)
+    eligible = np.flatnonzero(short <= COVERAGE_SLACK)
+    if not eligible.size:
+        return int(np.argmin(short))
+    return int(eligible[np.argmin(np.asarray(losses, dtype=float)[eligible])])
+
+
+def plan_forecast(
+    model: BaseForecaster,
+    forecast: pd.DataFrame,
+    frame: pd.DataFrame,
+    origins: Origins,
+    span: tuple[int, int],
+) -> pd.DataFrame:
+    """What a plan over the horizons ``span`` sizes for from a fitted ``model``, whose
+    per-horizon ``forecast`` of ``frame`` at ``origins`` is given: one row per (series,
+    origin) with one ``q<level>`` column per quantile, by :func:`lead_window_forecast`."""
+    id_col = model.columns_.id_col
+    levels = [quantile_column(q) for q in model.quantiles]
+    inside = forecast[forecast["horizon"].between(*span)]
+    largest = inside.groupby([id_col, "origin"], sort=True)[levels].max()
+    window = model.predict_window(frame, origins)
+    spanned = (
+        None
+        if window is None
+        else window.set_index([id_col, "origin"])[levels].reindex(largest.index).to_numpy()
+    )
+    values = lead_window_forecast(largest.to_numpy(dtype=float), spanned, model.window_span, *span)
+    return pd.DataFrame(values, index=largest.index, columns=levels).reset_index()
+
+
+def window_actual(
+    panel: Panel, origins: pd.DatetimeIndex, span: tuple[int, int], id_col: str
+) -> pd.DataFrame:
+    """The largest value over cells ``origin + span[0] .. origin + span[1]`` of every series
+    of ``panel`` at ``origins`` (:func:`forecaster.features.window_target`): columns id,
+    ``origin`` and ``actual``, NaN where the window holds no observation."""
+    seconds = origins.as_unit("ns").asi8 // 10**9
+    parts = []
+    for s, values in enumerate(panel.values):
+        cells = (seconds - panel.starts[s]) // panel.step
+        inside = (cells >= 0) & (cells < len(values))
+        parts.append(
+            pd.DataFrame(
+                {
+                    id_col: panel.names[s],
+                    "origin": origins[inside],
+                    "actual": window_target(values, cells[inside], *span),
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
 
 
 class Combination(BaseForecaster):
@@ -194,9 +275,12 @@ class Combination(BaseForecaster):
         clean = self._training_frame(frame, Columns(id_col, time_col, target_col), covariates)
         names = list(self.candidates)
         origins, cut = self._validation_origins(clean)
-        stacked = self._validation_forecasts(clean, cut, origins, names)
+        stacked, windows = self._validation_forecasts(clean, cut, origins, names)
+        by_series = dict(iter(windows.groupby(id_col, sort=True)))
         self.weights_ = {
-            str(series): self._series_weights(str(series), part, names)
+            str(series): self._series_weights(
+                str(series), part, by_series.get(series, windows.iloc[:0]), names
+            )
             for series, part in stacked.groupby(id_col, sort=True)
         }
         self.default_weights_ = self._default_weights(names)
@@ -244,14 +328,21 @@ class Combination(BaseForecaster):
         keep = np.unique(np.linspace(0, len(origins) - 1, self.max_origins).round().astype(int))
         return origins[keep], cut
 
+    def _span(self) -> tuple[int, int]:
+        """The window of horizons a plan sizes for: the combination's first to last."""
+        return int(min(self.horizons)), int(max(self.horizons))
+
     def _validation_forecasts(
         self, clean: pd.DataFrame, cut: pd.Timestamp, origins: pd.DatetimeIndex, names: list[str]
-    ) -> pd.DataFrame:
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Every candidate's forecasts at the validation origins, fitted before ``cut``,
-        beside the actual values: columns id, origin, horizon, ``<q>@<candidate>``, actual."""
+        beside the actual values: per horizon (columns id, origin, horizon,
+        ``<q>@<candidate>``, actual) and of the window a plan sizes for (columns id, origin,
+        ``<q>@<candidate>``, actual: the window's largest value)."""
         c = self.columns_
         before = clean[clean[c.time_col] < cut]
         merged: pd.DataFrame | None = None
+        planned: pd.DataFrame | None = None
         for name in names:
             try:
                 model = self._candidate(name).fit(before, **self._fit_columns())
@@ -262,14 +353,18 @@ class Combination(BaseForecaster):
                 ) from exc
             forecast = model.predict(clean, origins)
             values = forecast[[c.id_col, *KEYS]].copy()
+            plan = plan_forecast(model, forecast, clean, origins, self._span())
+            window = plan[[c.id_col, "origin"]].copy()
             for q in self.quantiles:
                 values[f"{quantile_column(q)}@{name}"] = forecast[quantile_column(q)].to_numpy()
-            if merged is None:
+                window[f"{quantile_column(q)}@{name}"] = plan[quantile_column(q)].to_numpy()
+            if merged is None or planned is None:
                 values["target_time"] = forecast["target_time"]
-                merged = values
+                merged, planned = values, window
             else:
                 merged = merged.merge(values, on=[c.id_col, *KEYS], how="inner")
-        assert merged is not None
+                planned = planned.merge(window, on=[c.id_col, "origin"], how="inner")
+        assert merged is not None and planned is not None
         actual = clean[[c.id_col, c.time_col, c.target_col]].rename(
             columns={c.time_col: "target_time", c.target_col: "actual"}
         )
@@ -281,29 +376,43 @@ class Combination(BaseForecaster):
                 f"no target observed in the combination's validation window ({cut} on) with a "
                 "forecast of every candidate"
             )
-        return out
+        panel = Panel.from_frame(clean, self.step_, columns=c)
+        maxima = window_actual(panel, origins, self._span(), c.id_col)
+        windows = planned.merge(maxima, on=[c.id_col, "origin"], how="inner")
+        numbers = windows.drop(columns=[c.id_col, "origin"]).to_numpy(dtype=float)
+        return out, windows.loc[np.isfinite(numbers).all(axis=1)]
 
-    def _series_weights(self, series: str, part: pd.DataFrame, names: list[str]) -> np.ndarray:
-        """Weights of series ``series``: candidates x quantiles."""
-        actual = part["actual"].to_numpy(dtype=float)
+    def _series_weights(
+        self, series: str, part: pd.DataFrame, windows: pd.DataFrame, names: list[str]
+    ) -> np.ndarray:
+        """Weights of series ``series``: candidates x quantiles. ``part`` holds its
+        per-horizon validation forecasts, ``windows`` those of the plan's window."""
         keep = np.unique(np.linspace(0, len(part) - 1, min(self.max_rows, len(part))).astype(int))
 
-        def forecasts(q: float) -> np.ndarray:
+        def forecasts(rows: pd.DataFrame, q: float) -> np.ndarray:
             columns = [f"{quantile_column(q)}@{name}" for name in names]
-            return part[columns].to_numpy(dtype=float)
+            return rows[columns].to_numpy(dtype=float)
 
         weights = np.zeros((len(names), len(self.quantiles)))
         if self.method == "weights":
+            actual = part["actual"].to_numpy(dtype=float)
             for j, q in enumerate(self.quantiles):
-                weights[:, j] = pinball_weights(forecasts(q)[keep], actual[keep], q)
+                weights[:, j] = pinball_weights(forecasts(part, q)[keep], actual[keep], q)
             return weights
+        # A series whose windows all run past the data is judged per horizon.
+        rows = windows if len(windows) else part
+        actual = rows["actual"].to_numpy(dtype=float)
         tau = (self.taus or {}).get(series)
         levels = list(self.quantiles) if tau is None else [self._nearest(float(tau))]
         losses = [
-            np.mean([pinball_loss(actual, forecasts(q)[:, k], q) for q in levels])
+            float(np.mean([pinball_loss(actual, forecasts(rows, q)[:, k], q) for q in levels]))
             for k in range(len(names))
         ]
-        weights[int(np.argmin(losses))] = 1.0
+        shortfalls = [
+            max(q - coverage(actual, forecasts(rows, q)[:, k]) for q in levels)
+            for k in range(len(names))
+        ]
+        weights[select_candidate(losses, shortfalls)] = 1.0
         return weights
 
     def _nearest(self, tau: float) -> float:
@@ -323,13 +432,39 @@ class Combination(BaseForecaster):
     def predict(self, frame: pd.DataFrame, origins: Origins = None) -> pd.DataFrame:
         """The weighted quantile forecasts (see :meth:`BaseForecaster.predict`)."""
         check_is_fitted(self, "models_")
-        id_col = self.columns_.id_col
         forecasts = {name: m.predict(frame, origins) for name, m in self.models_.items()}
+        return self._combine(forecasts, KEYS)
+
+    @property
+    def window_span(self) -> tuple[int, int] | None:
+        """The combination's first and last horizon when a candidate it uses has a window
+        target, else None (as before fitting)."""
+        models = getattr(self, "models_", {})
+        return self._span() if any(m.window_span for m in models.values()) else None
+
+    def predict_window(self, frame: pd.DataFrame, origins: Origins = None) -> pd.DataFrame | None:
+        """The weighted forecasts of each window's largest value: every candidate's
+        :func:`plan_forecast` (its window target, or the largest of its per-horizon
+        quantiles). None when no candidate in use has a window target."""
+        check_is_fitted(self, "models_")
+        span = self.window_span
+        if span is None:
+            return None
+        planned = {
+            name: plan_forecast(m, m.predict(frame, origins), frame, origins, span)
+            for name, m in self.models_.items()
+        }
+        return self._combine(planned, ("origin",))
+
+    def _combine(self, forecasts: Mapping[str, pd.DataFrame], keys: Sequence[str]) -> pd.DataFrame:
+        """Each series' weighted sum of the candidates' ``forecasts`` (frames of the same rows,
+        identified by the id column and ``keys``), sorted across the quantiles."""
+        id_col = self.columns_.id_col
         first = next(iter(forecasts.values()))
         series = first[id_col].astype(str).to_numpy()
         for name, forecast in forecasts.items():
             # every candidate forecasts the same rows in the same order (one panel, one grid)
-            if not first[[id_col, *KEYS]].equals(forecast[[id_col, *KEYS]]):
+            if not first[[id_col, *keys]].equals(forecast[[id_col, *keys]]):
                 raise DataValidationError(f"candidate {name!r} forecast other rows than the rest")
         index = {name: k for k, name in enumerate(self.names_)}
         weights = np.stack([self.weights_.get(s, self.default_weights_) for s in np.unique(series)])

@@ -2,6 +2,13 @@
 
 :data:`forecaster.models.MODELS` is these plus ``combination`` and ``auto``; a new model is
 registered here, and a combination can use it at once.
+
+``lightgbm-window`` is ``lightgbm`` with ``target="window"``: it also forecasts the quantiles
+of the largest demand over its window of horizons (:mod:`forecaster.models.base`), with
+regressors of its own; ``lightgbm-window-shift`` by the largest per-horizon quantile shifted by
+split conformal on the window's maximum. Both also ``refit`` after calibrating, so the model
+they serve has learned the calibration window (a level shift of the last days) while the
+conformal offsets stay out of sample.
 """
 
 from __future__ import annotations
@@ -24,4 +31,14 @@ COMPONENTS: dict[str, Callable[..., BaseForecaster]] = {
     "hist-gbm": partial(QuantileGradientBoosting, engine="hist-gbm"),
     "mstl": SeasonalDecomposition,
     "intermittent": Intermittent,
+    "lightgbm-window": partial(
+        QuantileGradientBoosting, engine="lightgbm", target="window", refit=True
+    ),
+    "lightgbm-window-shift": partial(
+        QuantileGradientBoosting,
+        engine="lightgbm",
+        target="window",
+        window_model="shift",
+        refit=True,
+    ),
 }

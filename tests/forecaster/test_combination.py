@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from forecaster.exceptions import ConfigError, NotEnoughHistoryError
+from forecaster.metrics import pinball_loss
 from forecaster.models import make_model
 from forecaster.models.combination import Combination, pinball_weights
 
@@ -59,6 +60,72 @@ def test_selection_picks_the_exact_model_and_a_level_series_its_own() -> None:
     assert model.served_by("level") == "last-value"
     for weights in model.weights_.values():
         assert sorted(np.unique(weights)) == [0.0, 1.0]
+
+
+def bursty(days: int, seed: int, series: str) -> pd.DataFrame:
+    """Seeded noise around a level with spikes on 8% of the cells: no pattern to learn."""
+    cells = days * 86400 // STEP
+    times = pd.date_range("2026-03-02", periods=cells, freq=f"{STEP}s", tz="UTC")
+    rng = np.random.default_rng(seed)
+    value = 20 + rng.gamma(1.0, 3.0, cells)
+    spikes = rng.random(cells) < 0.08
+    value[spikes] += rng.uniform(20, 40, spikes.sum())
+    return pd.DataFrame({"series": series, "timestamp": times, "value": value})
+
+
+def test_selection_judges_the_window_the_plan_sizes_for() -> None:
+    frame = bursty(days=6, seed=0, series="b")
+    candidates, window = ("ewma", "last-value"), {"last-value": {"target": "window"}}
+    model = make_model(
+        "auto",
+        horizons=HORIZONS,
+        quantiles=QUANTILES,
+        candidates=candidates,
+        candidate_params=window,
+        taus={"b": 0.9},
+    ).fit(frame)
+    # Per horizon, the smoothed level forecasts this noise better than the last value...
+    cut = frame["timestamp"].max() - pd.Timedelta("1d") + pd.Timedelta(seconds=STEP)
+    origins = pd.date_range(cut, frame["timestamp"].max(), freq=f"{STEP}s")[:-1]
+    observed = frame.set_index("timestamp")["value"]
+
+    def per_horizon_loss(name: str) -> float:
+        fitted = make_model(name, horizons=HORIZONS, quantiles=QUANTILES, **window.get(name, {}))
+        forecast = fitted.fit(frame[frame["timestamp"] < cut]).predict(frame, origins)
+        actual = observed.reindex(forecast["target_time"]).to_numpy()
+        known = np.isfinite(actual)
+        return pinball_loss(actual[known], forecast["q0.9"].to_numpy()[known], 0.9)
+
+    assert per_horizon_loss("ewma") < per_horizon_loss("last-value")
+    # ...but the plan sizes for the window's largest value, which the window target forecasts.
+    assert model.served_by("b") == "last-value"
+    assert model.window_span == (min(HORIZONS), max(HORIZONS))
+    own = make_model("last-value", horizons=HORIZONS, quantiles=QUANTILES, target="window")
+    pd.testing.assert_frame_equal(model.predict_window(frame), own.fit(frame).predict_window(frame))
+
+
+def test_a_series_served_per_horizon_gets_the_largest_quantile_as_its_window() -> None:
+    frame = pd.concat([daily(5, 0, "exact"), bursty(5, 0, "b")], ignore_index=True)
+    model = make_model(
+        "auto",
+        horizons=HORIZONS,
+        quantiles=QUANTILES,
+        candidates=("last-value", "seasonal-naive-daily"),
+        candidate_params={"last-value": {"target": "window"}},
+    ).fit(frame)
+    assert model.served_by("exact") == "seasonal-naive-daily"
+    origins = pd.DatetimeIndex(frame["timestamp"].drop_duplicates().iloc[-8:])
+    windows = model.predict_window(frame, origins)
+    assert windows is not None
+    exact = windows[windows["series"] == "exact"].set_index("origin")[["q0.5", "q0.9"]]
+    forecast = model.predict(frame, origins)
+    largest = forecast[forecast["series"] == "exact"].groupby("origin")[["q0.5", "q0.9"]].max()
+    pd.testing.assert_frame_equal(exact, largest, check_names=False)
+
+
+def test_a_combination_without_a_window_candidate_has_no_window() -> None:
+    model = combination().fit(daily(days=4, seed=0, series="s"))
+    assert model.window_span is None and model.predict_window(daily(4, 0, "s")) is None
 
 
 def test_weights_are_learned_out_of_sample_and_read_nothing_after_the_cut() -> None:

@@ -17,7 +17,12 @@ FAST = {
     "lightgbm": {"n_estimators": 25},
     "hist-gbm": {"n_estimators": 25},
     "combination": {"candidate_params": {"lightgbm": {"n_estimators": 25}}},
-    "auto": {"candidate_params": {"lightgbm": {"n_estimators": 25}}},
+    "auto": {
+        "candidate_params": {
+            "lightgbm": {"n_estimators": 25},
+            "lightgbm-window": {"n_estimators": 25},
+        }
+    },
 }
 QUANTILES = (0.1, 0.5, 0.9)
 HORIZONS = (1, 3)
