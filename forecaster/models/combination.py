@@ -19,7 +19,8 @@ The candidates are then refitted on the whole frame; those no series uses are dr
 unseen in fit gets the weights averaged over the fitted series (``select``: the candidate most
 series chose). Nothing after the end of the training frame is read: the weights are out of
 sample for the validation window and the served models are fitted up to the end. Where a
-candidate in use has a window target, the combination has one too (:meth:`predict_window`).
+candidate has a window target, the combination forecasts the window too (:meth:`predict_window`),
+for every series: a series served per horizon gets the largest of its quantiles there.
 """
 
 from __future__ import annotations
@@ -437,15 +438,17 @@ class Combination(BaseForecaster):
 
     @property
     def window_span(self) -> tuple[int, int] | None:
-        """The combination's first and last horizon when a candidate it uses has a window
-        target, else None (as before fitting)."""
-        models = getattr(self, "models_", {})
-        return self._span() if any(m.window_span for m in models.values()) else None
+        """The combination's first and last horizon when a candidate has a window target,
+        else None. Set by the candidates, not by the ones a fit picks: every model fitted from
+        one configuration (each retrain of a backtest) forecasts the window alike."""
+        names = [self.candidates] if isinstance(self.candidates, str) else list(self.candidates)
+        windowed = any(name in COMPONENTS and self._candidate(name).window_span for name in names)
+        return self._span() if windowed else None
 
     def predict_window(self, frame: pd.DataFrame, origins: Origins = None) -> pd.DataFrame | None:
         """The weighted forecasts of each window's largest value: every candidate's
         :func:`plan_forecast` (its window target, or the largest of its per-horizon
-        quantiles). None when no candidate in use has a window target."""
+        quantiles). None when no candidate has a window target."""
         check_is_fitted(self, "models_")
         span = self.window_span
         if span is None:

@@ -112,7 +112,13 @@ def test_a_series_served_per_horizon_gets_the_largest_quantile_as_its_window() -
         quantiles=QUANTILES,
         candidates=("last-value", "seasonal-naive-daily"),
         candidate_params={"last-value": {"target": "window"}},
-    ).fit(frame)
+    )
+    # The candidates set it, whichever a fit picks: every retrain of a backtest has a window.
+    assert model.window_span == (min(HORIZONS), max(HORIZONS))
+    model.fit(frame[frame["series"] == "exact"])
+    assert sorted(model.models_) == ["seasonal-naive-daily"]
+    assert model.window_span == (min(HORIZONS), max(HORIZONS))
+    model.fit(frame)
     assert model.served_by("exact") == "seasonal-naive-daily"
     origins = pd.DatetimeIndex(frame["timestamp"].drop_duplicates().iloc[-8:])
     windows = model.predict_window(frame, origins)
