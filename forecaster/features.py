@@ -23,6 +23,7 @@ from forecaster.windows import WindowStats
 
 CALENDAR = ("minute_of_day", "hour", "day_of_week", "is_weekend")
 WINDOW_STATS = ("mean", "max", "std")
+BURST_PARTS = ("share", "excess", "since")
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,14 @@ class FeatureConfig:
         User calendar; one flag per event name, set when the target time falls in the event.
     scale_window
         Trailing window of the mean that normalizes the series (see :func:`trailing_scale`).
+    burst_window
+        Trailing window of the recent-burst features (None: none). A cell is a burst when it
+        exceeds the mean of the ``burst_reference`` before it by more than ``burst_sigma`` of
+        their standard deviations; at the origin the features are the share of burst cells in
+        the window, their mean excess per cell (divided by the scale) and the cells since the
+        last burst (as a share of the window, 1 when none). See :func:`burst_features`.
+    burst_sigma, burst_reference
+        The burst threshold in standard deviations, and the window it is measured against.
     """
 
     lags: tuple[int, ...] = (0, 1, 2, 3, 6)
@@ -81,6 +90,9 @@ class FeatureConfig:
     covariate_lags: tuple[int, ...] = (0, 1)
     events: tuple[Event, ...] = field(default_factory=tuple)
     scale_window: str = "1d"
+    burst_window: str | None = None
+    burst_sigma: float = 3.0
+    burst_reference: str = "2h"
 
     def __post_init__(self) -> None:
         if any(not isinstance(lag, int) or lag < 0 for lag in (*self.lags, *self.covariate_lags)):
@@ -97,8 +109,18 @@ class FeatureConfig:
                 raise ConfigError(f"`{name}` has unknown entries {unknown}; valid: {list(allowed)}")
         if self.seasonal_smoothing < 0:
             raise ConfigError(f"`seasonal_smoothing` must be >= 0, got {self.seasonal_smoothing!r}")
-        for text in (*self.windows, *self.seasonal_lags, self.scale_window):
+        bursts = (
+            (self.burst_reference,)
+            if self.burst_window is None
+            else (
+                self.burst_window,
+                self.burst_reference,
+            )
+        )
+        for text in (*self.windows, *self.seasonal_lags, self.scale_window, *bursts):
             parse_duration(text, name="feature window")
+        if not (isinstance(self.burst_sigma, int | float) and self.burst_sigma > 0):
+            raise ConfigError(f"`burst_sigma` must be a number > 0, got {self.burst_sigma!r}")
         for event in self.events:
             event.bounds()
 
@@ -185,6 +207,8 @@ def feature_names(config: FeatureConfig, step: int, covariates: Sequence[str]) -
     names += [f"cal_{name}" for name in config.calendar]
     names += [f"{cov}_lag_{lag}" for cov in covariates for lag in config.covariate_lags]
     names += [f"event_{name}" for name in _event_names(config)]
+    if config.burst_window is not None:
+        names += [f"burst_{part}_{config.burst_window}" for part in BURST_PARTS]
     return names
 
 
@@ -324,6 +348,9 @@ def _group_features(
                 start, end = event.bounds()
                 flag[(seconds >= start) & (seconds < end)] = 1.0
         columns.extend([flag])
+    if config.burst_window is not None:
+        share, excess, since = burst_features(stats, lengths, origin, config, step)
+        columns.extend([share, excess / scale, since])
     return FeatureMatrix(
         X=columns.matrix(),
         names=tuple(names),
@@ -332,6 +359,48 @@ def _group_features(
         horizon=h,
         scale=scale,
     )
+
+
+def burst_features(
+    stats: WindowStats, lengths: np.ndarray, origin: np.ndarray, config: FeatureConfig, step: int
+) -> np.ndarray:
+    """Recent burst activity at each ``origin`` (a cell of the series laid end to end in
+    ``stats``, of ``lengths`` cells each): rows share of burst cells in the trailing
+    ``burst_window``, their mean excess per cell over the reference mean (not scaled), and
+    the cells since the last burst over the window's cells (1 when none in it).
+
+    A cell is a burst when it exceeds the mean of the ``burst_reference`` cells before it by
+    more than ``burst_sigma`` of their standard deviations: it reads itself and earlier cells
+    of its own series only, so the features at an origin read nothing after it.
+
+    >>> values = np.array([1.0, 1.2, 0.9, 1.1, 1.0, 9.0, 1.0, 1.1])
+    >>> config = FeatureConfig(burst_window="4s", burst_reference="4s", burst_sigma=3.0)
+    >>> share, excess, since = burst_features(WindowStats(values), np.array([8]),
+    ...                                       np.array([4, 5, 7]), config, 1)
+    >>> share.tolist(), since.tolist()
+    ([0.0, 0.25, 0.25], [1.0, 0.0, 0.5])
+    """
+    assert config.burst_window is not None  # built only when declared
+    values = stats.values
+    cells = np.arange(len(values))
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    lower = np.repeat(starts, lengths)
+    upper = np.repeat(starts + lengths, lengths)
+    reference = _cells(config.burst_reference, step, minimum=2)
+    before = np.where(cells > lower, cells - 1, -1)  # a series' first cell has no reference
+    mean = stats.mean(before, reference, lower, upper)
+    spread = stats.std(before, reference, lower, upper)
+    excess = values - mean
+    burst = np.isfinite(excess) & np.isfinite(spread) & (excess > config.burst_sigma * spread)
+    burst &= excess > 0
+    width = _cells(config.burst_window, step, minimum=2)
+    within = lower[origin] if len(origin) else np.empty(0, np.int64)
+    share = WindowStats(burst.astype(float)).mean(origin, width, within)
+    size = WindowStats(np.where(burst, excess, 0.0)).mean(origin, width, within)
+    last = np.maximum.accumulate(np.where(burst, cells, -1))
+    since = origin - last[origin] if len(origin) else np.empty(0, np.int64)
+    since = np.where((last[origin] >= within) & (since < width), since / width, 1.0)
+    return np.vstack([share, size, since])
 
 
 class _Columns:

@@ -30,7 +30,8 @@ def history_cells(features: FeatureConfig | None, step: int, horizons: tuple[int
 
     A seasonal lag of ``s`` cells reads the target time minus ``s`` (``origin + h - s``) and
     the level one season before the origin, averaged over the first window; the trailing
-    scale reads ``scale_window``. Models without declared features need one cell.
+    scale reads ``scale_window``; a burst in the ``burst_window`` is judged against the
+    ``burst_reference`` before it. Models without declared features need one cell.
     """
     if features is None:
         return 2
@@ -47,6 +48,8 @@ def history_cells(features: FeatureConfig | None, step: int, horizons: tuple[int
         *seasons,
         cells(features.scale_window),
     ]
+    if features.burst_window is not None:
+        wanted.append(cells(features.burst_window) + cells(features.burst_reference))
     return int(max(wanted)) + 1
 
 

@@ -125,7 +125,7 @@ def _fleet(series: int, cells: int) -> tuple[Panel, list[np.ndarray]]:
 
 def test_a_fleet_built_a_group_of_series_at_a_time_is_the_one_pass_matrix(monkeypatch):
     p, origins = _fleet(series=7, cells=3 * 1440)
-    config = FeatureConfig(covariate_lags=(0, 2), events=CONFIG.events)
+    config = FeatureConfig(covariate_lags=(0, 2), events=CONFIG.events, burst_window="2h")
     codes = [10 + i for i in range(7)]
     whole = build_features(p, origins, (1, 6), config, codes)
     # Groups of two series (four cells short of two whole ones), then one of one.
@@ -175,6 +175,9 @@ def test_no_feature_of_an_origin_changes_when_the_future_does(values, origin_sha
         seasonal_smoothing=1,
         covariate_lags=(0, 2),
         scale_window="7m",
+        burst_window="6m",
+        burst_reference="4m",
+        burst_sigma=1.0,
     )
     rng = np.random.default_rng(seed)
     future = y.copy()
@@ -196,6 +199,8 @@ def test_no_feature_of_an_origin_changes_when_the_future_does(values, origin_sha
         pytest.param({"window_stats": ("median",)}, r"`window_stats` has unknown", id="stat"),
         pytest.param({"windows": ("ten minutes",)}, r"duration such as 30s", id="window"),
         pytest.param({"seasonal_smoothing": -1}, r"`seasonal_smoothing` must be >= 0", id="smooth"),
+        pytest.param({"burst_sigma": 0}, r"`burst_sigma` must be a number > 0, got 0", id="sigma"),
+        pytest.param({"burst_window": "often"}, r"duration such as 30s", id="burst"),
         pytest.param(
             {"events": (Event("x", "2026-01-02", "2026-01-01"),)},
             r"event 'x' must end after",
@@ -206,6 +211,41 @@ def test_no_feature_of_an_origin_changes_when_the_future_does(values, origin_sha
 def test_config_errors_name_the_field(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         FeatureConfig(**kwargs)
+
+
+def test_burst_features_count_each_series_own_bursts_and_forget_them_past_the_window():
+    # A burst is judged against the 4 cells before it: one within 4 cells of another would be
+    # measured against a reference that holds it, hence bursts 6 cells apart.
+    quiet = np.tile([10.0, 11.0, 9.0, 10.0], 6)  # 24 cells: mean 10, std about 0.8
+    spiky = quiet.copy()
+    spiky[[8, 14]] = 40.0  # two bursts, 6 cells apart
+    config = FeatureConfig(
+        lags=(),
+        windows=(),
+        seasonal_lags=(),
+        calendar=(),
+        burst_window="8m",
+        burst_reference="4m",
+        burst_sigma=3.0,
+    )
+    # The quiet series comes first: a burst of its neighbour never counts for it.
+    p = Panel(STEP, ("quiet", "spiky"), np.array([START, START]), (quiet, spiky))
+    origins = [np.array([12, 15]), np.array([7, 8, 14, 15, 19, 21, 22])]
+    matrix = build_features(p, origins, (1,), config)
+    names = list(matrix.names)
+    share = matrix.X[:, names.index("burst_share_8m")]
+    since = matrix.X[:, names.index("burst_since_8m")]
+    excess = matrix.X[:, names.index("burst_excess_8m")] * matrix.scale
+    np.testing.assert_array_equal(share[:2], [0.0, 0.0])
+    np.testing.assert_array_equal(since[:2], [1.0, 1.0])
+    # Origins 7 (before any), 8 (at one), 14 (at the second), 15, 19 and 21 (the first out of
+    # the 8-cell window), 22 (the second 8 cells back: none left).
+    np.testing.assert_allclose(share[2:], [0, 1 / 8, 2 / 8, 2 / 8, 1 / 8, 1 / 8, 0])
+    np.testing.assert_allclose(since[2:], [1, 0, 0, 1 / 8, 5 / 8, 7 / 8, 1])
+    # Mean excess per cell over the window: 40 less the four cells before each burst.
+    first = 40.0 - quiet[4:8].mean()
+    assert excess[3] == pytest.approx(first / 8, rel=1e-6)
+    assert excess[2] == 0.0
 
 
 def test_config_round_trips_through_plain_data():
