@@ -78,9 +78,10 @@ that quantile less 0.05 of the time, serves it, refitted on all of the training 
 ``params.candidate_params`` (``{model: {argument: value}}``) sets their arguments.
 ``name: combination`` takes the same parameters (its default candidates lack
 ``lightgbm-window``) and weighs the candidates per workload and quantile instead (non-negative
-weights summing to one, fitted by pinball loss on that window). The run tags ``prewarm.model.<workload>`` name each workload's model(s) (the first 100
-workloads by name; ``prewarm.models`` counts the workloads per model), as ``prewarm serve``'s
-explain does for every workload (``servedBy``); see :mod:`forecaster.models.combination`.
+weights summing to one, fitted by pinball loss on that window). The run tags
+``prewarm.model.<workload>`` name each workload's model(s) (the first 100 workloads by name;
+``prewarm.models`` counts the workloads per model), as ``prewarm serve``'s explain does for
+every workload (``servedBy``); see :mod:`forecaster.models.combination`.
 
 ``evaluation``: ``window`` (the recent window candidate and champion are compared on,
 ``1d``); ``folds`` (walk-forward folds of ``window`` each, the last one is the gate's, 1);
