@@ -12,8 +12,9 @@ in). On those forecasts it learns, per series:
   demand over the window of horizons (:func:`forecaster.models.base.lead_window_forecast`: a
   window target where the candidate has one, else the largest of its per-horizon quantiles),
   has the lowest pinball loss at the series' own quantile (``taus``; the mean over the
-  quantiles for a series without one), among the candidates whose windows it covered at
-  least that quantile less :data:`COVERAGE_SLACK` of the time (all of them when none did).
+  quantiles for a series without one), among the candidates whose forecast at that quantile
+  (the top one without) covered the windows at least that quantile less
+  :data:`COVERAGE_SLACK` of the time (among all of them when none did).
 
 The candidates are then refitted on the whole frame; those no series uses are dropped. A series
 unseen in fit gets the weights averaged over the fitted series (``select``: the candidate most
@@ -93,17 +94,18 @@ def pinball_weights(forecasts: np.ndarray, actual: np.ndarray, quantile: float) 
 
 def select_candidate(losses: Sequence[float], shortfalls: Sequence[float]) -> int:
     """The candidate ``select`` picks: the lowest loss among those whose coverage fell short of
-    their quantile by at most :data:`COVERAGE_SLACK`, else the one short by the least.
+    their quantile by at most :data:`COVERAGE_SLACK`, or among all when none did (the least
+    short would be the one that over-provisions most, whatever its loss).
 
     >>> select_candidate([1.0, 2.0, 3.0], [0.20, 0.01, 0.0])  # the first covers too rarely
     1
     >>> select_candidate([1.0, 2.0], [0.20, 0.10])
-    1
+    0
     """
     short = np.asarray(shortfalls, dtype=float)
-    eligible = np.flatnonzero(short <= COVERAGE_SLACK)
+    eligible = np.flatnonzero(short <= COVERAGE_SLACK + 1e-12)
     if not eligible.size:
-        return int(np.argmin(short))
+        eligible = np.arange(len(short))
     return int(eligible[np.argmin(np.asarray(losses, dtype=float)[eligible])])
 
 
@@ -409,10 +411,10 @@ class Combination(BaseForecaster):
             float(np.mean([pinball_loss(actual, forecasts(rows, q)[:, k], q) for q in levels]))
             for k in range(len(names))
         ]
-        shortfalls = [
-            max(q - coverage(actual, forecasts(rows, q)[:, k]) for q in levels)
-            for k in range(len(names))
-        ]
+        # Coverage counts at the plan's quantile (or the top one forecast): one day of windows
+        # is too few, and too alike, to hold a median's coverage to 0.05.
+        top = max(levels)
+        shortfalls = [top - coverage(actual, forecasts(rows, top)[:, k]) for k in range(len(names))]
         weights[select_candidate(losses, shortfalls)] = 1.0
         return weights
 
