@@ -50,7 +50,7 @@ from benchmarks.forecast_accuracy import (
     evaluate_dataset,
     load_datasets,
 )
-from forecaster.buffer import hour_of_day, relative_increase, training_level
+from forecaster.buffer import hour_of_day, min_per_hour, relative_increase, training_level
 from forecaster.calibration import ConformalCalibrator, coverage
 from forecaster.features import FeatureConfig, burst_features
 from forecaster.metrics import pinball_loss
@@ -107,7 +107,9 @@ def buffer_rows(dataset: Dataset, window: str, eval_days: float) -> dict[str, di
     groups = {"pooled": np.zeros(len(values), int), "per hour": hours, "per regime": regime}
     out = {}
     for way in BUFFER_WAYS:
-        calibrator = ConformalCalibrator((BUFFER_QUANTILE,), min_samples=100)
+        calibrator = ConformalCalibrator(
+            (BUFFER_QUANTILE,), min_samples=min_per_hour(BUFFER_QUANTILE)
+        )
         zero = np.zeros((int(train.sum()), 1))
         calibrator.fit(ratio[train], zero, groups[way][train])
         buffer = calibrator.transform(np.zeros((int(test.sum()), 1)), groups[way][test])[:, 0]

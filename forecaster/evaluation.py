@@ -31,7 +31,7 @@ from forecaster.metrics import (
     rmse,
     seasonal_naive_scale,
 )
-from forecaster.models.base import BaseForecaster, lead_window_forecast, quantile_column
+from forecaster.models.base import BaseForecaster, planned_window, quantile_column
 from forecaster.splitting import Fold, origins
 
 Progress = Callable[[str, int, int], None]
@@ -244,18 +244,15 @@ def _window_scores(
     keys = pd.MultiIndex.from_arrays([inside[columns.id_col], inside["target_time"]])
     inside = inside.assign(actual=actual.reindex(keys).to_numpy())
     grouped = inside.groupby([columns.id_col, "origin"])
-    largest = grouped[levels].max()
     observed = grouped["actual"].max()
     # Scored where every horizon of the window was forecast and the window ends in the data.
     complete = (grouped["horizon"].nunique() == last - first + 1) & (
         grouped["target_time"].max() <= end
     )
-    predicted = largest.to_numpy(dtype=float)
-    if windows is not None:
-        spanned = windows.set_index([columns.id_col, "origin"])[levels].reindex(largest.index)
-        predicted = lead_window_forecast(
-            predicted, spanned.to_numpy(dtype=float), _window_span(model), *window
-        )
+    planned = planned_window(
+        forecasts, windows, _window_span(model), window, columns.id_col, levels
+    )
+    predicted = planned.reindex(observed.index).to_numpy(dtype=float)
     y = observed.to_numpy(dtype=float)
     keep = complete.to_numpy() & np.isfinite(y)
     out = {}

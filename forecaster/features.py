@@ -109,14 +109,7 @@ class FeatureConfig:
                 raise ConfigError(f"`{name}` has unknown entries {unknown}; valid: {list(allowed)}")
         if self.seasonal_smoothing < 0:
             raise ConfigError(f"`seasonal_smoothing` must be >= 0, got {self.seasonal_smoothing!r}")
-        bursts = (
-            (self.burst_reference,)
-            if self.burst_window is None
-            else (
-                self.burst_window,
-                self.burst_reference,
-            )
-        )
+        bursts = [w for w in (self.burst_window, self.burst_reference) if w is not None]
         for text in (*self.windows, *self.seasonal_lags, self.scale_window, *bursts):
             parse_duration(text, name="feature window")
         if not (isinstance(self.burst_sigma, int | float) and self.burst_sigma > 0):
@@ -391,15 +384,15 @@ def burst_features(
     mean = stats.mean(before, reference, lower, upper)
     spread = stats.std(before, reference, lower, upper)
     excess = values - mean
-    burst = np.isfinite(excess) & np.isfinite(spread) & (excess > config.burst_sigma * spread)
-    burst &= excess > 0
+    # Above a non-negative spread, so above the mean; False wherever either is NaN.
+    burst = excess > config.burst_sigma * spread
     width = _cells(config.burst_window, step, minimum=2)
-    within = lower[origin] if len(origin) else np.empty(0, np.int64)
+    within = lower[origin]
     share = WindowStats(burst.astype(float)).mean(origin, width, within)
     size = WindowStats(np.where(burst, excess, 0.0)).mean(origin, width, within)
-    last = np.maximum.accumulate(np.where(burst, cells, -1))
-    since = origin - last[origin] if len(origin) else np.empty(0, np.int64)
-    since = np.where((last[origin] >= within) & (since < width), since / width, 1.0)
+    last = np.maximum.accumulate(np.where(burst, cells, -1))[origin]
+    since = origin - last
+    since = np.where((last >= within) & (since < width), since / width, 1.0)
     return np.vstack([share, size, since])
 
 

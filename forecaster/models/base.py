@@ -62,6 +62,29 @@ def lead_window_forecast(
     return result
 
 
+def planned_window(
+    forecast: pd.DataFrame,
+    window: pd.DataFrame | None,
+    window_span: tuple[int, int] | None,
+    span: tuple[int, int],
+    id_col: str,
+    levels: Sequence[str],
+) -> pd.DataFrame:
+    """Per (series, origin), what a plan over horizons ``span`` sizes for, by
+    :func:`lead_window_forecast`: from a model's per-horizon ``forecast`` (``predict``'s rows)
+    and its window forecast (``predict_window``'s rows over ``window_span``, or None). Columns
+    ``levels``, indexed by the id column and ``origin``, sorted."""
+    inside = forecast[forecast["horizon"].between(*span)]
+    largest = inside.groupby([id_col, "origin"], sort=True)[list(levels)].max()
+    if window is None:
+        return largest
+    spanned = window.set_index([id_col, "origin"])[list(levels)].reindex(largest.index)
+    values = lead_window_forecast(
+        largest.to_numpy(dtype=float), spanned.to_numpy(dtype=float), window_span, *span
+    )
+    return pd.DataFrame(values, index=largest.index, columns=list(levels))
+
+
 def quantile_column(q: float) -> str:
     """Name of the column holding quantile ``q`` (``0.9`` -> ``"q0.9"``)."""
     return f"q{q:g}"

@@ -42,12 +42,7 @@ from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHis
 from forecaster.features import FeatureConfig, window_target
 from forecaster.frame import Columns
 from forecaster.metrics import coverage, pinball_loss
-from forecaster.models.base import (
-    BaseForecaster,
-    Origins,
-    lead_window_forecast,
-    quantile_column,
-)
+from forecaster.models.base import BaseForecaster, Origins, planned_window, quantile_column
 from forecaster.models.components import COMPONENTS
 from forecaster.panel import Panel
 
@@ -117,20 +112,14 @@ def plan_forecast(
     span: tuple[int, int],
 ) -> pd.DataFrame:
     """What a plan over the horizons ``span`` sizes for from a fitted ``model``, whose
-    per-horizon ``forecast`` of ``frame`` at ``origins`` is given: one row per (series,
-    origin) with one ``q<level>`` column per quantile, by :func:`lead_window_forecast`."""
-    id_col = model.columns_.id_col
+    per-horizon ``forecast`` of ``frame`` at ``origins`` is given (:func:`planned_window`):
+    one row per (series, origin) with one ``q<level>`` column per quantile."""
     levels = [quantile_column(q) for q in model.quantiles]
-    inside = forecast[forecast["horizon"].between(*span)]
-    largest = inside.groupby([id_col, "origin"], sort=True)[levels].max()
     window = model.predict_window(frame, origins)
-    spanned = (
-        None
-        if window is None
-        else window.set_index([id_col, "origin"])[levels].reindex(largest.index).to_numpy()
+    planned = planned_window(
+        forecast, window, model.window_span, span, model.columns_.id_col, levels
     )
-    values = lead_window_forecast(largest.to_numpy(dtype=float), spanned, model.window_span, *span)
-    return pd.DataFrame(values, index=largest.index, columns=levels).reset_index()
+    return planned.reset_index()
 
 
 def window_actual(
