@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.burst_features import BUFFER_QUANTILE, buffer_rows, parse_args
+from benchmarks.burst_features import buffer_rows, parse_args
 from benchmarks.forecast_accuracy import Dataset
 
 STEP = 300
@@ -40,7 +40,6 @@ def test_a_regime_buffer_pays_where_bursts_cluster_and_not_where_they_do_not() -
     for rows in (clustered, spread):
         assert all(0.0 <= row["coverage"] <= 1.0 for row in rows.values())
         assert all(row["mean_buffer"] >= 0.0 for row in rows.values())
-    assert 0 < BUFFER_QUANTILE < 1
 
 
 def test_bad_arguments_exit_2_naming_them(capsys: pytest.CaptureFixture[str]) -> None:
