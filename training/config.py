@@ -74,7 +74,8 @@ lightgbm-window, seasonal-naive-weekly, ewma, mstl]``) are fitted before the las
 shorter history); the one whose forecast of the lead window's largest demand (its window
 target, else the largest of its per-horizon quantiles: what the plan sizes for) has the lowest
 pinball loss there at the workload's quantile, among those whose forecast covered the windows
-at least that quantile less 0.05 of the time (among all when none did), serves it, refitted on
+at least that quantile less three standard errors of a coverage over that many windows
+(among all when none did), serves it, refitted on
 all of the training data;
 ``params.candidate_params`` (``{model: {argument: value}}``) sets their arguments.
 ``name: combination`` takes the same parameters (its default candidates lack

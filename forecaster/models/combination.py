@@ -14,7 +14,7 @@ in). On those forecasts it learns, per series:
   has the lowest pinball loss at the series' own quantile (``taus``; the mean over the
   quantiles for a series without one), among the candidates whose forecast at that quantile
   (the top one without) covered the windows at least that quantile less
-  :data:`COVERAGE_SLACK` of the time (among all of them when none did).
+  :func:`coverage_slack` of the time (among all of them when none did).
 
 The candidates are then refitted on the whole frame; those no series uses are dropped. A series
 unseen in fit gets the weights averaged over the fitted series (``select``: the candidate most
@@ -54,9 +54,9 @@ DEFAULT_CANDIDATES = ("lightgbm", "seasonal-naive-weekly", "ewma", "mstl")
 # on the synthetic scenarios lightgbm's window forecast scores better
 # (benchmarks/results/forecast_accuracy.md).
 SELECT_CANDIDATES = ("lightgbm", "lightgbm-window", "seasonal-naive-weekly", "ewma", "mstl")
-# How far under its quantile a candidate may cover the validation windows and still be picked:
-# about three standard errors of a coverage over one day of 5-minute windows.
-COVERAGE_SLACK = 0.05
+# How many standard errors under its quantile a candidate's coverage of the validation windows
+# may fall and it still be picked (:func:`coverage_slack`).
+COVERAGE_Z = 3.0
 KEYS = ("origin", "horizon")
 DEFAULT_VALIDATION, SHORT_SHARE = 86400.0, 0.25  # one day, or a quarter of a short history
 
@@ -87,18 +87,30 @@ def pinball_weights(forecasts: np.ndarray, actual: np.ndarray, quantile: float) 
     return weights / weights.sum()
 
 
-def select_candidate(losses: Sequence[float], shortfalls: Sequence[float]) -> int:
-    """The candidate ``select`` picks: the lowest loss among those whose coverage fell short of
-    their quantile by at most :data:`COVERAGE_SLACK`, or among all when none did (the least
-    short would be the one that over-provisions most, whatever its loss).
+def coverage_slack(level: float, windows: int) -> float:
+    """How far under ``level`` a coverage measured on ``windows`` windows may fall by chance:
+    :data:`COVERAGE_Z` standard errors of a binomial proportion. One day of 5-minute windows
+    at q0.9 allows 0.053; the 48 windows of a day of half-hour cells allow 0.13, where a fixed
+    0.05 passed over every well-calibrated model on one day in seven.
 
-    >>> select_candidate([1.0, 2.0, 3.0], [0.20, 0.01, 0.0])  # the first covers too rarely
+    >>> round(coverage_slack(0.9, 288), 3), round(coverage_slack(0.9, 48), 3)
+    (0.053, 0.13)
+    """
+    return COVERAGE_Z * float(np.sqrt(level * (1.0 - level) / max(windows, 1)))
+
+
+def select_candidate(losses: Sequence[float], shortfalls: Sequence[float], slack: float) -> int:
+    """The candidate ``select`` picks: the lowest loss among those whose coverage fell short of
+    their quantile by at most ``slack``, or among all when none did (the least short would be
+    the one that over-provisions most, whatever its loss).
+
+    >>> select_candidate([1.0, 2.0, 3.0], [0.20, 0.01, 0.0], slack=0.05)  # the first too rarely
     1
-    >>> select_candidate([1.0, 2.0], [0.20, 0.10])
+    >>> select_candidate([1.0, 2.0], [0.20, 0.10], slack=0.05)
     0
     """
     short = np.asarray(shortfalls, dtype=float)
-    eligible = np.flatnonzero(short <= COVERAGE_SLACK + 1e-12)
+    eligible = np.flatnonzero(short <= slack + 1e-12)
     if not eligible.size:
         eligible = np.arange(len(short))
     return int(eligible[np.argmin(np.asarray(losses, dtype=float)[eligible])])
@@ -401,10 +413,11 @@ class Combination(BaseForecaster):
             for k in range(len(names))
         ]
         # Coverage counts at the plan's quantile (or the top one forecast): one day of windows
-        # is too few, and too alike, to hold a median's coverage to 0.05.
+        # is too few, and too alike, to hold a median's coverage to a few standard errors.
         top = max(levels)
         shortfalls = [top - coverage(actual, forecasts(rows, top)[:, k]) for k in range(len(names))]
-        weights[select_candidate(losses, shortfalls)] = 1.0
+        slack = coverage_slack(top, len(actual))
+        weights[select_candidate(losses, shortfalls, slack)] = 1.0
         return weights
 
     def _nearest(self, tau: float) -> float:

@@ -9,7 +9,12 @@ import pytest
 from forecaster.exceptions import ConfigError, NotEnoughHistoryError
 from forecaster.metrics import pinball_loss
 from forecaster.models import make_model
-from forecaster.models.combination import Combination, pinball_weights
+from forecaster.models.combination import (
+    Combination,
+    coverage_slack,
+    pinball_weights,
+    select_candidate,
+)
 
 STEP = 900
 HORIZONS = (1, 4)
@@ -127,6 +132,15 @@ def test_a_series_served_per_horizon_gets_the_largest_quantile_as_its_window() -
     forecast = model.predict(frame, origins)
     largest = forecast[forecast["series"] == "exact"].groupby("origin")[["q0.5", "q0.9"]].max()
     pd.testing.assert_frame_equal(exact, largest, check_names=False)
+
+
+def test_the_coverage_guard_allows_for_how_few_windows_it_counted() -> None:
+    # The cheaper-loss candidate covered 0.80 at q0.9: within chance over a day of half-hour
+    # windows, a real shortfall over a day of 5-minute ones.
+    losses, shortfalls = [1.0, 2.0], [0.10, 0.0]
+    assert select_candidate(losses, shortfalls, coverage_slack(0.9, 48)) == 0
+    assert select_candidate(losses, shortfalls, coverage_slack(0.9, 288)) == 1
+    assert coverage_slack(0.9, 48) > coverage_slack(0.99, 48)  # a tighter binomial at 0.99
 
 
 def test_a_combination_without_a_window_candidate_has_no_window() -> None:
