@@ -1,0 +1,201 @@
+"""How much margin the tuned setting needs to hold the SLO out of sample.
+
+The backtest tunes every policy by one rule: its cheapest setting that meets the SLO on the
+tuning window (the first half of the scored span). On a trace whose second half holds a
+regime change, the cheapest setting that just met the SLO there can miss it on validation.
+This benchmark runs the same backtest as ``benchmarks/backtest_savings.py`` once per trace
+and applies stricter rules to the same simulated settings: the cheapest setting whose tuning
+window left at most a fraction (1, 1/2, 1/4) of the SLO's unserved work. Every policy is held
+to the same rule; each is scored on validation against the SLO itself.
+
+It reports, per rule: how many of the policies meet the SLO on validation on each trace,
+hybrid's validation cost (or what it leaves unserved), and what the margin costs where the
+plain rule already held.
+
+Run: ``.venv/bin/python benchmarks/tuning_rules.py [--model lightgbm] [--traces a,b]
+[--data ../shared/data]``. Writes ``benchmarks/results/tuning_rules.md`` and ``.json``
+(``_subset`` when not every trace ran) unless ``--out`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+if __name__ == "__main__" and not __package__:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.backtest_savings import (
+    DATA,
+    POLICIES,
+    RESULTS,
+    backtest_settings,
+    loaders,
+    workload,
+)
+from benchmarks.traces import chosen_traces
+from forecaster.backtest.frontier import PolicyPoint
+from forecaster.backtest.run import backtest
+from forecaster.backtest.tuning import deploy
+from forecaster.frame import infer_step
+from forecaster.models import DEFAULT_MODEL
+from forecaster.policies import PEER_POLICIES
+
+# The share of the SLO's unserved work a setting may leave on the tuning window.
+MARGINS = (1.0, 0.5, 0.25)
+
+
+def apply_rules(
+    frontier: Mapping[str, Sequence[PolicyPoint]],
+    slo_unserved: float,
+    validation_hours: float,
+    margins: Sequence[float] = MARGINS,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each policy tuned under each margin: rule label -> policy -> its chosen setting and its
+    validation cost, unserved fraction and whether that meets the SLO itself.
+
+    >>> from forecaster.backtest.metrics import Metrics
+    >>> def point(cost, tuning, validation):
+    ...     m = lambda u: Metrics(cost, cost, u, 0.0, 0, 0, 1.0)
+    ...     windows = {"tuning": m(tuning), "validation": m(validation)}
+    ...     return PolicyPoint("p", {"k": cost}, m(tuning), windows)
+    >>> frontier = {"p": [point(1.0, 0.0009, 0.002), point(2.0, 0.0004, 0.0008)]}
+    >>> rules = apply_rules(frontier, 0.001, 24.0)
+    >>> rules["1"]["p"]["meets_slo"], rules["1/2"]["p"]["meets_slo"]
+    (False, True)
+    """
+    out = {}
+    for margin in margins:
+        tuned = deploy(frontier, slo_unserved * margin, validation_hours)
+        out[label(margin)] = {
+            policy: {
+                "params": chosen.params,
+                "cost": chosen.validation.cost,
+                "unserved_fraction": chosen.validation.unserved_fraction,
+                "meets_slo": chosen.validation.unserved_fraction <= slo_unserved,
+            }
+            for policy, chosen in tuned.items()
+        }
+    return out
+
+
+def label(margin: float) -> str:
+    """``1``, ``1/2``, ``1/4``: the share of the SLO a rule allows on the tuning window."""
+    return "1" if margin == 1 else f"1/{round(1 / margin)}"
+
+
+def run(name: str, data: Path, model: str) -> dict[str, Any]:
+    """One trace's backtest, tuned under every rule."""
+    began = time.perf_counter()
+    frame = loaders(data)[name]()
+    values = frame["value"].to_numpy(dtype=float)
+    settings = backtest_settings(workload(values), POLICIES, model)
+    result = backtest(values, pd.DatetimeIndex(frame["timestamp"]), infer_step(frame), settings)
+    first = next(iter(result.deployed.values()))
+    return {
+        "rules": apply_rules(result.frontier, first.slo_unserved, first.validation_hours),
+        "seconds": time.perf_counter() - began,
+    }
+
+
+def _hybrid_cell(row: Mapping[str, Any]) -> str:
+    hybrid = row["hybrid"]
+    if hybrid["meets_slo"]:
+        return f"{hybrid['cost']:,.0f}"
+    return f"misses ({100 * hybrid['unserved_fraction']:.2f}%)"
+
+
+def _peers_beaten(row: Mapping[str, Any]) -> str:
+    """How many peers hybrid is cheaper than, or meets the SLO where they do not."""
+    hybrid = row["hybrid"]
+    if not hybrid["meets_slo"]:
+        return "-"
+    beaten = sum(not row[p]["meets_slo"] or hybrid["cost"] < row[p]["cost"] for p in PEER_POLICIES)
+    return f"{beaten}/{len(PEER_POLICIES)}"
+
+
+def markdown(rows: Mapping[str, Mapping[str, Any]], model: str) -> str:
+    """The report: per trace and rule, policies meeting the SLO, hybrid's cost and peers."""
+    labels = [label(m) for m in MARGINS]
+    seconds = sum(r["seconds"] for r in rows.values())
+    lines = [
+        "# Tuning rules: the margin a tuned setting needs out of sample",
+        "",
+        f"Forecast model `{model}`; the backtest of `benchmarks/backtest_savings.py` (cold start "
+        "5 min, SLO 0.1 % unserved within 30 s, tuned on the first half, scored on the "
+        "second). Rule `1/k`: each policy's cheapest setting that left at most 1/k of the "
+        "SLO's unserved work on the tuning window (the closest when none did); rule `1` is "
+        "the one every other table uses. Generated by `benchmarks/tuning_rules.py` in "
+        f"{seconds:,.0f} s.",
+        "",
+        f"Policies: {len(POLICIES)} ({', '.join(POLICIES)}).",
+        "",
+        "| trace | "
+        + " | ".join(f"meet SLO, rule {x}" for x in labels)
+        + " | "
+        + " | ".join(f"hybrid, rule {x}" for x in labels)
+        + " | "
+        + " | ".join(f"peers beaten, rule {x}" for x in labels)
+        + " |",
+        "|---|" + "---:|" * (3 * len(labels)),
+    ]
+    for name, row in rows.items():
+        rules = row["rules"]
+        meets = [sum(p["meets_slo"] for p in rules[x].values()) for x in labels]
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"{m}/{len(POLICIES)}" for m in meets)
+            + " | "
+            + " | ".join(_hybrid_cell(rules[x]) for x in labels)
+            + " | "
+            + " | ".join(_peers_beaten(rules[x]) for x in labels)
+            + " |"
+        )
+    lines += [
+        "",
+        "What each margin costs where the plain rule already met the SLO on validation "
+        "(validation cost over rule `1`'s, mean over those policies and traces):",
+        "",
+    ]
+    for x in labels[1:]:
+        ratios = [
+            row["rules"][x][p]["cost"] / row["rules"]["1"][p]["cost"]
+            for row in rows.values()
+            for p in POLICIES
+            if row["rules"]["1"][p]["meets_slo"] and row["rules"]["1"][p]["cost"] > 0
+        ]
+        mean = sum(ratios) / len(ratios) if ratios else float("nan")
+        lines.append(f"- rule {x}: {mean:.3f}x over {len(ratios)} policy-trace pairs")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--data", type=Path, default=DATA, help="Directory of the traces.")
+    parser.add_argument("--traces", help="Comma-separated subset (default: all).")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="Where results are written.")
+    args = parser.parse_args()
+    known = list(loaders(args.data))
+    names = chosen_traces(parser, known, args.traces)
+    rows = {}
+    for number, name in enumerate(names, start=1):
+        rows[name] = run(name, args.data, args.model)
+        print(f"[{number}/{len(names)}] {name}: {rows[name]['seconds']:.0f} s", file=sys.stderr)
+    stem = "tuning_rules" if len(names) == len(known) else "tuning_rules_subset"
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{stem}.md").write_text(markdown(rows, args.model))
+    document = {"model": args.model, "traces": rows}
+    (args.out / f"{stem}.json").write_text(json.dumps(document, indent=1, default=float))
+    print(f"wrote {args.out / stem}.md and .json", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
