@@ -145,8 +145,9 @@ NOTES = (
     "quantile by pinball loss on the last day of each refit's training data (a quarter of it "
     "on the short trace), the candidates fitted before that day; `auto` picks, among those and "
     "`lightgbm-window`, the one whose window forecast (what the plan sizes for) has the lowest "
-    "mean pinball there, of those covering the windows within 0.05 of the top quantile. Both then "
-    "refit the candidates they use on all of the training data. `mstl` is prewarm's own "
+    "mean pinball there, of those covering the windows within three standard errors of the top "
+    "quantile (0.053 over a day of 5-minute windows). Both then refit the candidates they use "
+    "on all of the training data. `mstl` is prewarm's own "
     "daily/weekly decomposition with an EWMA level.",
     f"{SHORT.name}: one hour at 1-second steps; the last {SHORT.eval_seconds // 60} minutes "
     f"are scored {SHORT.horizon_seconds} s ahead, refit every {SHORT.refit_seconds // 60} "
