@@ -35,7 +35,7 @@ if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.traces import TRACES, chosen_traces
-from forecaster.backtest.run import BacktestSettings, backtest
+from forecaster.backtest.run import BacktestResult, BacktestSettings, backtest
 from forecaster.backtest.tuning import VALIDATION, safest
 from forecaster.frame import infer_step, regularize
 from forecaster.models import DEFAULT_MODEL
@@ -95,14 +95,18 @@ def backtest_settings(
     )
 
 
+def trace_backtest(name: str, data: Path, model: str) -> BacktestResult:
+    """The benchmark's backtest of one trace: every policy, swept, tuned out of sample."""
+    frame = loaders(data)[name]()
+    values = frame["value"].to_numpy(dtype=float)
+    settings = backtest_settings(workload(values), POLICIES, model)
+    return backtest(values, pd.DatetimeIndex(frame["timestamp"]), infer_step(frame), settings)
+
+
 def run(name: str, data: Path, model: str) -> dict[str, Any]:
     """One trace: cost at the SLO per policy, savings, and each policy's headline point."""
     began = time.perf_counter()
-    frame = loaders(data)[name]()
-    values = frame["value"].to_numpy(dtype=float)
-    step = infer_step(frame)
-    settings = backtest_settings(workload(values), POLICIES, model)
-    result = backtest(values, pd.DatetimeIndex(frame["timestamp"]), step, settings)
+    result = trace_backtest(name, data, model)
     headline = {
         policy: {
             "knob": point.params,

@@ -27,24 +27,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.backtest_savings import (
-    DATA,
-    POLICIES,
-    RESULTS,
-    backtest_settings,
-    loaders,
-    workload,
-)
+from benchmarks.backtest_savings import DATA, POLICIES, RESULTS, loaders, trace_backtest
 from benchmarks.traces import chosen_traces
 from forecaster.backtest.frontier import PolicyPoint
-from forecaster.backtest.run import backtest
 from forecaster.backtest.tuning import deploy
-from forecaster.frame import infer_step
 from forecaster.models import DEFAULT_MODEL
 from forecaster.policies import PEER_POLICIES
 
@@ -94,10 +83,7 @@ def label(margin: float) -> str:
 def run(name: str, data: Path, model: str) -> dict[str, Any]:
     """One trace's backtest, tuned under every rule."""
     began = time.perf_counter()
-    frame = loaders(data)[name]()
-    values = frame["value"].to_numpy(dtype=float)
-    settings = backtest_settings(workload(values), POLICIES, model)
-    result = backtest(values, pd.DatetimeIndex(frame["timestamp"]), infer_step(frame), settings)
+    result = trace_backtest(name, data, model)
     first = next(iter(result.deployed.values()))
     return {
         "rules": apply_rules(result.frontier, first.slo_unserved, first.validation_hours),
@@ -164,12 +150,13 @@ def markdown(rows: Mapping[str, Mapping[str, Any]], model: str) -> str:
         "(validation cost over rule `1`'s, mean over those policies and traces):",
         "",
     ]
+    plain = labels[0]
     for x in labels[1:]:
         ratios = [
-            row["rules"][x][p]["cost"] / row["rules"]["1"][p]["cost"]
+            row["rules"][x][p]["cost"] / row["rules"][plain][p]["cost"]
             for row in rows.values()
             for p in POLICIES
-            if row["rules"]["1"][p]["meets_slo"] and row["rules"]["1"][p]["cost"] > 0
+            if row["rules"][plain][p]["meets_slo"] and row["rules"][plain][p]["cost"] > 0
         ]
         mean = sum(ratios) / len(ratios) if ratios else float("nan")
         lines.append(f"- rule {x}: {mean:.3f}x over {len(ratios)} policy-trace pairs")

@@ -6,13 +6,13 @@ import numpy as np
 
 from benchmarks.backtest_savings import POLICIES
 from benchmarks.tuning_rules import MARGINS, apply_rules, label, markdown
-from forecaster.backtest.frontier import sweep
+from forecaster.backtest.frontier import PolicyPoint, sweep
 from forecaster.backtest.tuning import TUNING, VALIDATION, split
 from forecaster.policies import Observation
 from forecaster.workload import WorkloadSpec
 
 
-def frontier() -> dict[str, list]:
+def frontier() -> dict[str, list[PolicyPoint]]:
     """The reactive HPA swept over six hours of bursty minutes, measured on each half."""
     rng = np.random.default_rng(3)
     demand = 40 + 5 * rng.normal(size=480)
