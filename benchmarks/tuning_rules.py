@@ -62,13 +62,13 @@ def apply_rules(
     """
     out = {}
     for margin in margins:
-        tuned = deploy(frontier, slo_unserved * margin, validation_hours)
+        tuned = deploy(frontier, slo_unserved, validation_hours, margin)
         out[label(margin)] = {
             policy: {
                 "params": chosen.params,
                 "cost": chosen.validation.cost,
                 "unserved_fraction": chosen.validation.unserved_fraction,
-                "meets_slo": chosen.validation.unserved_fraction <= slo_unserved,
+                "meets_slo": chosen.meets_slo,
             }
             for policy, chosen in tuned.items()
         }

@@ -98,6 +98,15 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
     "than 6 days what is left after 3 days of training, but at least its last 20%.",
 )
 @click.option("--retrain-every", type=Duration(), default="1d", show_default=True)
+@click.option(
+    "--tuning-margin",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Share of the SLO's unserved work each policy's tuned setting may leave on the "
+    "tuning half: 0.5 keeps room for a second half that differs from the first. With "
+    "--config, the config's evaluation.tuning_margin.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path))
@@ -121,6 +130,7 @@ def backtest(
     train_window: int,
     min_eval: int | None,
     retrain_every: int,
+    tuning_margin: float,
     seed: int,
     json_path: Path | None,
     report_dir: Path | None,
@@ -194,6 +204,7 @@ def backtest(
             retrain_every=retrain_every,
             model=model,
             seed=seed,
+            tuning_margin=tuning_margin,
         )
         times = pd.DatetimeIndex(frame["timestamp"])
         with stage_progress("backtest") as progress:

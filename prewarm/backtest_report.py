@@ -115,6 +115,7 @@ def _deployed(result: BacktestResult, end: Any) -> dict[str, Any]:
     return {
         "tuning": tuning,
         "validation": validation,
+        "tuning_margin": result.tuning_margin,
         "policies": policies,
         "savings": result.deployed_savings,
     }
@@ -224,9 +225,11 @@ def deployed_table(document: dict[str, Any]) -> tables.TableSpec:
     """Each policy at the setting tuned on the tuning window, scored on validation."""
     deployed = document["deployed"]
     tuning, validation = deployed["tuning"], deployed["validation"]
+    margin = deployed["tuning_margin"]
+    rule = "" if margin == 1 else f" to {margin:g} of the SLO's unserved work"
     return tables.TableSpec(
         title=(
-            f"Deployed, out of sample: tuned {span_text(tuning['start'], tuning['end'])}, "
+            f"Deployed, out of sample: tuned{rule} {span_text(tuning['start'], tuning['end'])}, "
             f"scored {span_text(validation['start'], validation['end'])}"
         ),
         key="policy",

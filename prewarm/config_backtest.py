@@ -95,6 +95,7 @@ def _backtest_call(
         model_params=model_params(config),
         hold=policy.hold,
         seed=config.evaluation.seed,
+        tuning_margin=config.evaluation.tuning_margin,
     )
     return part["value"].to_numpy(), pd.DatetimeIndex(part["timestamp"]), history.step, settings
 

@@ -756,6 +756,13 @@ class EvaluationConfig(_Strict):
         default=("reactive", "predictive"), description="Policies simulated in the backtest."
     )
     seed: int = Field(default=0, description="Seed of the model and of cold-start draws.")
+    tuning_margin: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Share of the SLO's unserved work the tuned setting (`train --tune`, "
+        "`backtest --config`) may leave on the tuning half.",
+    )
     scored_workloads: int | None = Field(
         default=200,
         ge=1,

@@ -11,9 +11,11 @@ import pandas as pd
 
 from forecaster.backtest.frontier import PolicyPoint, headline_costs, headlines, savings, sweep
 from forecaster.backtest.tuning import (
+    TUNING_MARGIN,
     VALIDATION,
     Deployed,
     boundary_step,
+    check_margin,
     deploy,
     deployed_savings,
     hours,
@@ -56,6 +58,9 @@ class BacktestSettings:
         Longest run of missing cells scored as its linear interpolation. Longer gaps are
         filled only so the simulation runs through them, and are left out of scoring for
         every policy (see :attr:`Observation.excluded`).
+    tuning_margin
+        Share of the SLO's unserved work every policy's tuned setting may leave on the
+        tuning window (see :func:`forecaster.backtest.tuning.deploy`).
     """
 
     spec: WorkloadSpec
@@ -76,8 +81,10 @@ class BacktestSettings:
     sim_step: float = 15.0
     seed: int = 0
     max_fill: int = DEFAULT_MAX_FILL
+    tuning_margin: float = TUNING_MARGIN
 
     def __post_init__(self) -> None:
+        check_margin(self.tuning_margin)
         if self.max_fill < 0:
             raise ConfigError(f"`max_fill` must be >= 0, got {self.max_fill!r}")
         for name in self.policies:
@@ -117,6 +124,7 @@ class BacktestResult:
     deployed: dict[str, Deployed] = field(default_factory=dict)
     deployed_savings: dict[str, float | None] = field(default_factory=dict)
     validation_start: pd.Timestamp | None = None
+    tuning_margin: float = TUNING_MARGIN
 
 
 def backtest(
@@ -192,12 +200,15 @@ def backtest(
     headline = headlines(frontier, spec.slo_unserved_fraction)
     costs = headline_costs(headline)
     deployed = deploy(
-        frontier, spec.slo_unserved_fraction, hours(windows[VALIDATION], obs.sim_step)
+        frontier,
+        spec.slo_unserved_fraction,
+        hours(windows[VALIDATION], obs.sim_step),
+        settings.tuning_margin,
     )
     boundary = times[start] + pd.Timedelta(seconds=boundary_step(n_steps) * obs.sim_step)
     return BacktestResult(
         obs, times, frontier, headline, costs, savings(costs), scores, skipped, deployed,
-        deployed_savings(deployed), boundary,
+        deployed_savings(deployed), boundary, settings.tuning_margin,
     )  # fmt: skip
 
 

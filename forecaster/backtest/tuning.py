@@ -3,8 +3,12 @@
 The evaluation span is cut in two at :data:`TUNING_FRACTION`: the **tuning** window, where
 every policy, the reactive HPA included, picks the cheapest of its swept settings that meets
 the SLO there (or, when none does, the one that comes closest), and the later **validation**
-window, where that setting is scored. The simulation runs once over the whole span, so the
-validation window starts from the state the tuning window left: replicas and queue carry.
+window, where that setting is scored. A tuning margin below 1 holds every policy alike to
+that share of the SLO's unserved work on the tuning window, so that the setting keeps room
+for a second half that differs from the first (``benchmarks/tuning_rules.py`` measures what
+it buys); validation is scored against the SLO itself. The simulation runs once over the
+whole span, so the validation window starts from the state the tuning window left: replicas
+and queue carry.
 
 The deployed numbers are what a user who tuned on the past would have paid in the future, and
 the savings prewarm reports are computed from them: hybrid's validation cost against each
@@ -24,6 +28,7 @@ from forecaster.exceptions import ConfigError
 from forecaster.policies import Observation
 
 TUNING_FRACTION = 0.5
+TUNING_MARGIN = 1.0
 TUNING, VALIDATION = "tuning", "validation"
 
 
@@ -105,15 +110,22 @@ class Deployed:
 
 
 def deploy(
-    frontier: Mapping[str, Sequence[PolicyPoint]], slo_unserved: float, validation_hours: float
+    frontier: Mapping[str, Sequence[PolicyPoint]],
+    slo_unserved: float,
+    validation_hours: float,
+    margin: float = TUNING_MARGIN,
 ) -> dict[str, Deployed]:
     """Each policy's setting tuned on the tuning window, scored on validation.
 
     Every point of ``frontier`` must carry its metrics per window (``PolicyPoint.windows``).
+    A setting qualifies when its tuning window left at most ``margin * slo_unserved``
+    unserved; the cheapest qualifying one is chosen, else :func:`safest`.
     """
+    check_margin(margin)
+    allowed = slo_unserved * margin
     out = {}
     for name, points in frontier.items():
-        meeting = [p for p in points if p.windows[TUNING].unserved_fraction <= slo_unserved]
+        meeting = [p for p in points if p.windows[TUNING].unserved_fraction <= allowed]
         chosen = min(meeting, key=lambda p: p.windows[TUNING].cost) if meeting else safest(points)
         out[name] = Deployed(
             policy=name,
@@ -125,6 +137,13 @@ def deploy(
             validation_hours=validation_hours,
         )
     return out
+
+
+def check_margin(margin: float) -> float:
+    """``margin`` if it is a share of the SLO in (0, 1], else a :class:`ConfigError`."""
+    if not 0 < margin <= 1:
+        raise ConfigError(f"`tuning_margin` must be in (0, 1], got {margin!r}")
+    return margin
 
 
 def safest(points: Sequence[PolicyPoint]) -> PolicyPoint:

@@ -99,8 +99,10 @@ def test_backtest_writes_json_and_report(data_file: Path, tmp_path: Path) -> Non
             "too short to train on anything before scoring 9d; lower --min-eval",
         ),
         (["--cold-start", "5x"], "--cold-start"),
+        (["--tuning-margin", "0"], "--tuning-margin"),
+        (["--tuning-margin", "1.5"], "--tuning-margin"),
     ],
-    ids=["unknown-policy", "short-history", "bad-duration"],
+    ids=["unknown-policy", "short-history", "bad-duration", "zero-margin", "margin-over-1"],
 )
 def test_bad_input_exits_with_one_line(data_file: Path, extra: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["backtest", str(data_file), "--model", "ewma", *extra])
@@ -226,3 +228,38 @@ def test_a_gpu_utilization_hpa_is_backtested_and_compared(data_file: Path, tmp_p
         hybrid = deployed["policies"]["hybrid"]["cost"]
         assert saving == pytest.approx(1 - hybrid / gpu["cost"])
         assert f"{saving:+.1%} vs gpu-utilization" in result.output
+
+
+def test_a_tuning_margin_holds_every_tuned_setting_to_its_share_of_the_slo(
+    data_file: Path, tmp_path: Path
+) -> None:
+    documents = {}
+    for margin in ("1", "0.25"):
+        out = tmp_path / f"margin-{margin}.json"
+        result = CliRunner().invoke(
+            cli,
+            ["backtest", str(data_file), *ARGS, "--tuning-margin", margin, "--json", str(out)],
+        )
+        assert result.exit_code == 0, result.output
+        documents[margin] = json.loads(out.read_text())
+    slo = documents["1"]["settings"]["slo_unserved_fraction"]
+    strict = documents["0.25"]["deployed"]
+    assert strict["tuning_margin"] == 0.25
+    assert documents["1"]["deployed"]["tuning_margin"] == 1.0
+    frontier = documents["1"]["frontier"]  # the same settings simulated in both runs
+    assert frontier == documents["0.25"]["frontier"]
+    moved = []
+    for name, row in strict["policies"].items():
+        plain = documents["1"]["deployed"]["policies"][name]
+        # every policy has a setting within a quarter of the SLO on this trace
+        assert row["tuning_unserved_fraction"] <= slo / 4
+        assert row["tuning_cost"] >= plain["tuning_cost"]
+        if plain["tuning_unserved_fraction"] <= slo / 4:
+            assert row["settings"] == plain["settings"]  # the plain choice already qualified
+        else:
+            moved.append(name)
+    # the reactive HPA's plain choice left 0.09% unserved on tuning, against a 0.1% SLO
+    assert "reactive" in moved and "hybrid" in moved
+    report = backtest_report.deployed_table(documents["0.25"])
+    assert "tuned to 0.25 of the SLO's unserved work" in report.title
+    assert "of the SLO" not in backtest_report.deployed_table(documents["1"]).title

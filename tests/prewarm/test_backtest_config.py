@@ -92,11 +92,17 @@ def test_a_workload_whose_hpa_scales_on_gpu_utilization_is_compared_with_it(
 ):
     document = yaml.safe_load(config.read_text())
     document["workloads"][0]["hpa_metric"] = "gpu-utilization"
+    # and the config's tuning margin reaches the backtest that `train --tune` registers from
+    document["evaluation"]["tuning_margin"] = 0.5
     config.write_text(yaml.safe_dump(document))
     outcome = backtest(config, tmp_path / "gpu.json")
     assert outcome.exit_code == 0, outcome.output
     deployed = json.loads((tmp_path / "gpu.json").read_text())["cpu"]["deployed"]
     assert {"reactive", "gpu-utilization", "hybrid"} <= set(deployed["policies"])
+    assert deployed["tuning_margin"] == 0.5
+    slo = load_config(config).policies["cpu"].spec.slo_unserved_fraction
+    for row in deployed["policies"].values():
+        assert row["tuning_unserved_fraction"] <= slo / 2
     # min_replicas 1: hybrid's sweep does not tune an activation probability, nor shows one
     assert "activation_probability" not in deployed["policies"]["hybrid"]["settings"]
     assert "vs_gpu_utilization" in deployed["savings"]
