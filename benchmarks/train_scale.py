@@ -276,10 +276,13 @@ def _worker_peaks(cluster: Any) -> list[int]:
         return sorted(client.run(_hwm_bytes).values())
 
 
-def slope(runs: list[dict[str, Any]], values: list[float]) -> float:
-    """Least-squares slope of ``values`` (one per run) per workload."""
+def slope(runs: list[dict[str, Any]], values: list[float], digits: int) -> str:
+    """Least-squares slope of ``values`` (one per run) per workload, to ``digits`` decimals;
+    ``-`` under two runs, which have no slope."""
+    if len(runs) < 2:
+        return "-"
     x = np.array([r["workloads"] for r in runs], dtype=float)
-    return float(np.polyfit(x, values, 1)[0]) if len(runs) > 1 else float("nan")
+    return f"{float(np.polyfit(x, values, 1)[0]):.{digits}f}"
 
 
 def label(r: dict[str, Any]) -> str:
@@ -354,11 +357,15 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
             f"| {r['workloads']:,} | {place} | {r['wall_time_s']:.1f} s | {cpu:.1f} s | "
             f"{r['peak_total_bytes'] / MIB:,.0f} MiB | {workers} | {r['exit_code']} |"
         )
+    if len(local) > 1:
+        lines += [
+            "",
+            f"Slope per workload (one-process runs): "
+            f"{slope(local, [r['wall_time_s'] for r in local], 2)} s of wall time, "
+            f"{slope(local, [r['peak_total_bytes'] / MIB for r in local], 1)} MiB of peak "
+            "memory.",
+        ]
     lines += [
-        "",
-        f"Slope per workload (one-process runs): "
-        f"{slope(local, [r['wall_time_s'] for r in local]):.2f} s of wall time, "
-        f"{slope(local, [r['peak_total_bytes'] / MIB for r in local]):.1f} MiB of peak memory.",
         *(["", *versus(runs)] if versus(runs) else []),
         "",
         "Wall time per stage (s), exclusive of the stages nested in it:",
@@ -370,7 +377,7 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
         values = [r["wall_s"][stage] for r in runs]
         cells = " | ".join(f"{v:.1f}" for v in values)
         lines.append(
-            f"| {stage} | {cells} | {slope(local, [r['wall_s'][stage] for r in local]):.3f} |"
+            f"| {stage} | {cells} | {slope(local, [r['wall_s'][stage] for r in local], 3)} |"
         )
     lines += [
         "",
@@ -383,17 +390,18 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
         values = [r["peak_bytes"][stage] / MIB for r in runs]
         cells = " | ".join(f"{v:,.0f}" for v in values)
         own = [r["peak_bytes"][stage] / MIB for r in local]
-        lines.append(f"| {stage} | {cells} | {slope(local, own):.2f} |")
+        lines.append(f"| {stage} | {cells} | {slope(local, own, 2)} |")
     days = "" if runs[0]["days"] == DAYS else f" --days {runs[0]['days']}"
     workers = max(r["dask_workers"] for r in runs)
     dask = f" --dask-workers {workers}" if workers else ""
+    model = "" if runs[0]["model"] == DEFAULT_MODEL else f" --model {runs[0]['model']}"
     sizes_run = ",".join(str(r["workloads"]) for r in local or runs)
     lines += [
         "",
         where(local[-1] if local else runs[-1]),
         "",
         "Reproduce: `flock /tmp/prewarm-heavy.lock python benchmarks/train_scale.py "
-        f"--workloads {sizes_run}{days}{dask} ../shared/data`.",
+        f"--workloads {sizes_run}{days}{dask}{model} ../shared/data`.",
     ]
     return "\n".join(lines) + "\n"
 
