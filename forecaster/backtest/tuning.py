@@ -139,11 +139,10 @@ def deploy(
     return out
 
 
-def check_margin(margin: float) -> float:
-    """``margin`` if it is a share of the SLO in (0, 1], else a :class:`ConfigError`."""
+def check_margin(margin: float) -> None:
+    """A :class:`ConfigError` unless ``margin`` is a share of the SLO, in (0, 1]."""
     if not 0 < margin <= 1:
         raise ConfigError(f"`tuning_margin` must be in (0, 1], got {margin!r}")
-    return margin
 
 
 def safest(points: Sequence[PolicyPoint]) -> PolicyPoint:
