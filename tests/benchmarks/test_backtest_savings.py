@@ -42,3 +42,17 @@ def test_merge_refuses_another_models_run_or_a_broken_file(
     assert stopped.value.code == 2
     error = capsys.readouterr().err
     assert f"--merge {path}" in error and message in error
+
+
+def test_merge_refuses_a_run_tuned_by_another_margin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = _run(tmp_path / "plain.json", "lightgbm", {"asg": {"seconds": 1.0}})
+    # a document written before the margin was recorded was tuned by the plain rule
+    assert merged_rows(argparse.ArgumentParser(), [plain], "lightgbm", 1.0) == {
+        "asg": {"seconds": 1.0}
+    }
+    with pytest.raises(SystemExit) as stopped:
+        merged_rows(argparse.ArgumentParser(), [plain], "lightgbm", 0.5)
+    assert stopped.value.code == 2
+    assert "a run of tuning margin 1.0, this one is 0.5" in capsys.readouterr().err
