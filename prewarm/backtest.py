@@ -105,7 +105,7 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
     show_default=True,
     help="Share of the SLO's unserved work each policy's tuned setting may leave on the "
     "tuning half: 0.5 keeps room for a second half that differs from the first. With "
-    "--config, the config's evaluation.tuning_margin.",
+    "--config: the config's evaluation.tuning_margin.",
 )
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
@@ -154,6 +154,12 @@ def backtest(
     if (data is None) == (config_path is None):
         raise click.UsageError("give DATA or --config, not both and not neither")
     if config_path is not None:
+        source = click.get_current_context().get_parameter_source("tuning_margin")
+        if source is click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError(
+                "--tuning-margin backtests DATA; with --config, set evaluation.tuning_margin "
+                "in the config, which `train --tune` reads too"
+            )
         with user_errors():
             _backtest_config(
                 config_path, workload, dask_scheduler, tracking_uri, json_path, report_dir

@@ -85,6 +85,10 @@ def test_bad_invocations_name_what_to_change(config: Path, tmp_path: Path):
     both = CliRunner().invoke(cli, ["backtest", str(DATA / "nyc_taxi_passengers_30min.csv"),
                                     "--config", str(config)])  # fmt: skip
     assert both.exit_code == 2 and "give DATA or --config" in both.output
+    # the margin of a config's backtest is the config's, which `train --tune` reads too
+    margin = backtest(config, tmp_path / "x.json", "--tuning-margin", "0.5")
+    assert margin.exit_code == 2
+    assert "with --config, set evaluation.tuning_margin in the config" in margin.output
 
 
 def test_a_workload_whose_hpa_scales_on_gpu_utilization_is_compared_with_it(
