@@ -88,6 +88,38 @@ def workload(values: np.ndarray, cold_start: int = 300) -> WorkloadSpec:
     )
 
 
+def margin_arg(text: str) -> float:
+    """``--tuning-margin``: a share of the SLO, in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text!r}")
+    return value
+
+
+def add_tuning_margin(parser: argparse.ArgumentParser) -> None:
+    """The benchmarks' ``--tuning-margin`` (``prewarm backtest --tuning-margin``)."""
+    parser.add_argument(
+        "--tuning-margin",
+        type=margin_arg,
+        default=TUNING_MARGIN,
+        help="Share of the SLO's unserved work a tuned setting may leave on the tuning half.",
+    )
+
+
+def tuning_rule(margin: float) -> str:
+    """How each tuned setting was chosen, for the reports: what it did on the tuning half.
+
+    >>> tuning_rule(1.0), tuning_rule(0.5)
+    ('meets the SLO', "leaves at most 0.5 of the SLO's unserved work")
+    """
+    if margin == 1:
+        return "meets the SLO"
+    return f"leaves at most {margin:g} of the SLO's unserved work"
+
+
 def backtest_settings(
     spec: WorkloadSpec,
     policies: tuple[str, ...],
@@ -266,11 +298,6 @@ def markdown(
     rows: dict[str, dict[str, Any]], model: str, tuning_margin: float = TUNING_MARGIN
 ) -> str:
     """The results as a Markdown report."""
-    allowed = (
-        "meets the SLO"
-        if tuning_margin == 1
-        else (f"leaves at most {tuning_margin:g} of the SLO's unserved work")
-    )
     lines = [
         "# Backtest savings",
         "",
@@ -285,7 +312,8 @@ def markdown(
         "## Deployed, out of sample",
         "",
         "Each policy's setting is tuned on the first half of the scored span (its cheapest",
-        f"setting that {allowed} there, else the closest) and scored on the second half.",
+        f"setting that {tuning_rule(tuning_margin)} there, else the closest) and scored on the",
+        "second half.",
         "Validation cost per policy (`-` when its tuned setting misses the SLO on validation);",
         "`vs_X = 1 - hybrid / X` where both meet it, `oracle_gap = hybrid / oracle - 1`.",
         "",
@@ -379,12 +407,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="Directory of the traces.")
     parser.add_argument("--traces", help="Comma-separated subset (default: all).")
     parser.add_argument("--jobs", type=int, default=1, help="Traces run in parallel.")
-    parser.add_argument(
-        "--tuning-margin",
-        type=float,
-        default=TUNING_MARGIN,
-        help="Share of the SLO's unserved work a tuned setting may leave on the tuning half.",
-    )
+    add_tuning_margin(parser)
     parser.add_argument("--out", type=Path, default=RESULTS, help="Where results are written.")
     parser.add_argument(
         "--merge",
@@ -396,8 +419,6 @@ def main() -> None:
     args = parser.parse_args()
     known = list(loaders(args.data))
     names = chosen_traces(parser, known, args.traces)
-    if not 0 < args.tuning_margin <= 1:
-        parser.error(f"--tuning-margin must be in (0, 1], got {args.tuning_margin!r}")
     earlier = merged_rows(parser, args.merge, args.model, args.tuning_margin)
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = {

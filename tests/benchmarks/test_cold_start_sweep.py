@@ -108,7 +108,8 @@ def test_each_cold_start_is_the_backtest_it_would_be_alone(data_dir: Path, tmp_p
     plot = tmp_path / "sweep.png"
     main(
         [str(data_dir), "--cold-starts", "10m,30s,5m,1m", "--policies", ",".join(POLICIES),
-         "--model", "ewma", "--traces", TRACE, "--out", str(tmp_path), "--plot", str(plot)]
+         "--model", "ewma", "--traces", TRACE, "--out", str(tmp_path), "--plot", str(plot),
+         "--tuning-margin", "0.5"]
     )  # fmt: skip
     document = json.loads((tmp_path / "cold_start_sweep_subset.json").read_text())
     trace = document["traces"][TRACE]
@@ -119,7 +120,7 @@ def test_each_cold_start_is_the_backtest_it_would_be_alone(data_dir: Path, tmp_p
     values = frame["value"].to_numpy(dtype=float)
     times = pd.DatetimeIndex(frame["timestamp"])
     for cold_start in (60, 600):
-        settings = backtest_settings(workload(values, cold_start), POLICIES, "ewma")
+        settings = backtest_settings(workload(values, cold_start), POLICIES, "ewma", 0.5)
         alone = backtest(values, times, infer_step(frame), settings)
         swept = trace["cold_starts"][str(cold_start)]
         assert swept["deployed"] == {p: deployed_row(d) for p, d in alone.deployed.items()}
@@ -129,3 +130,5 @@ def test_each_cold_start_is_the_backtest_it_would_be_alone(data_dir: Path, tmp_p
     assert plot.with_stem("sweep-subset").stat().st_size > 0
     report = (tmp_path / "cold_start_sweep_subset.md").read_text()
     assert f"- **{TRACE}**: " in report
+    assert "setting that leaves at most 0.5 of the SLO's unserved work there" in report
+    assert document["tuning_margin"] == 0.5
