@@ -38,7 +38,8 @@ if __name__ == "__main__" and not __package__:
 
 from benchmarks.traces import TRACES, chosen_traces
 from forecaster.backtest.run import BacktestResult, BacktestSettings, backtest
-from forecaster.backtest.tuning import TUNING_MARGIN, VALIDATION, safest
+from forecaster.backtest.tuning import TUNING_MARGIN, VALIDATION, check_margin, safest
+from forecaster.exceptions import ConfigError
 from forecaster.frame import infer_step, regularize
 from forecaster.models import DEFAULT_MODEL
 from forecaster.policies import PEER_POLICIES
@@ -89,13 +90,12 @@ def workload(values: np.ndarray, cold_start: int = 300) -> WorkloadSpec:
 
 
 def margin_arg(text: str) -> float:
-    """``--tuning-margin``: a share of the SLO, in (0, 1]."""
+    """``--tuning-margin``: a share of the SLO, checked as the backtest checks it."""
     try:
         value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text!r}")
+        check_margin(value)
+    except (ValueError, ConfigError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return value
 
 

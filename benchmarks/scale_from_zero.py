@@ -24,6 +24,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,9 @@ import pandas as pd
 if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.backtest_savings import add_tuning_margin, tuning_rule
+from benchmarks.backtest_savings import add_tuning_margin, backtest_settings, tuning_rule
 from forecaster.backtest.frontier import run_policy
-from forecaster.backtest.run import BacktestSettings, backtest
+from forecaster.backtest.run import backtest
 from forecaster.backtest.tuning import TUNING_MARGIN, VALIDATION, split
 from forecaster.frame import regularize
 from forecaster.models import DEFAULT_MODEL
@@ -89,15 +90,7 @@ def run(
             min_replicas=floor,
             max_replicas=int(np.ceil(np.nanmax(values) / (capacity * 0.5))) + 1,
         )
-        settings = BacktestSettings(
-            spec,
-            POLICIES,
-            train_window=14 * DAY,
-            retrain_every=7 * DAY,
-            model=model,
-            seed=seed,
-            tuning_margin=tuning_margin,
-        )
+        settings = replace(backtest_settings(spec, POLICIES, model, tuning_margin), seed=seed)
         result = backtest(values, times, 60, settings)
         rows[f"min_replicas={floor}"] = {
             policy: deployed_row(chosen)

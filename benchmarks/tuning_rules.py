@@ -158,7 +158,10 @@ def markdown(rows: Mapping[str, Mapping[str, Any]], model: str) -> str:
             for p in POLICIES
             if row["rules"][plain][p]["meets_slo"] and row["rules"][plain][p]["cost"] > 0
         ]
-        mean = sum(ratios) / len(ratios) if ratios else float("nan")
+        if not ratios:
+            lines.append(f"- rule {x}: no policy met the SLO on validation under rule `1`")
+            continue
+        mean = sum(ratios) / len(ratios)
         lines.append(f"- rule {x}: {mean:.3f}x over {len(ratios)} policy-trace pairs")
     return "\n".join(lines) + "\n"
 

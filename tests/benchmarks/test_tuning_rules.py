@@ -59,3 +59,14 @@ def test_the_report_counts_the_policies_meeting_the_slo_and_the_peers_beaten() -
     assert f"| t | {n}/{n} | {n - 2}/{n} | {n - 2}/{n} | 8 | misses (1.00%) |" in text
     assert "| 4/4 | - | - |" in text
     assert f"rule 1/2: {((n - 1) * 1.2 + 9 / 8) / n:.3f}x over {n} policy-trace pairs" in text
+
+
+def test_the_report_says_when_no_pair_met_the_plain_rule() -> None:
+    missed = {
+        p: {"params": {}, "cost": 10.0, "unserved_fraction": 0.01, "meets_slo": False}
+        for p in POLICIES
+    }
+    rows = {"t": {"rules": {"1": missed, "1/2": missed, "1/4": missed}, "seconds": 1.0}}
+    text = markdown(rows, "lightgbm")
+    assert "- rule 1/2: no policy met the SLO on validation under rule `1`" in text
+    assert "nan" not in text
