@@ -77,7 +77,7 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
 )
 @click.option(
     "--model",
-    default="lightgbm",
+    default="lightgbm-window",
     show_default=True,
     help="Forecast model (registered name).",
 )
@@ -101,7 +101,7 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
 @click.option(
     "--tuning-margin",
     type=click.FloatRange(0, 1, min_open=True),
-    default=1.0,
+    default=0.5,
     show_default=True,
     help="Share of the SLO's unserved work each policy's tuned setting may leave on the "
     "tuning half: 0.5 keeps room for a second half that differs from the first. With "

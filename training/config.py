@@ -145,6 +145,7 @@ from pydantic import (
 )
 
 from forecaster.activation import activation_quantile
+from forecaster.backtest.tuning import TUNING_MARGIN
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError, PrewarmError, shown
 from forecaster.features import FeatureConfig
@@ -757,7 +758,7 @@ class EvaluationConfig(_Strict):
     )
     seed: int = Field(default=0, description="Seed of the model and of cold-start draws.")
     tuning_margin: float = Field(
-        default=1.0,
+        default=TUNING_MARGIN,
         gt=0,
         le=1,
         description="Share of the SLO's unserved work the tuned setting (`train --tune`, "

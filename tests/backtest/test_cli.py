@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+from forecaster.backtest.tuning import TUNING_MARGIN
 from forecaster.models import DEFAULT_MODEL
 from prewarm import backtest_report, tables
 from prewarm.cli import cli
@@ -190,8 +191,10 @@ def test_llm_arrivals_at_10s_backtest_without_mase_or_a_week_of_history(tmp_path
     result = CliRunner().invoke(cli, ["backtest", str(path), "--step", "10s", "--json", str(out)])
     assert result.exit_code == 0, result.output
     document = json.loads(out.read_text())
-    # The command's default model is the package's (the CLI names it without importing it).
+    # The command's default model and tuning margin are the package's (the CLI names them
+    # without importing it).
     assert list(document["forecast"]) == [DEFAULT_MODEL]
+    assert document["deployed"]["tuning_margin"] == TUNING_MARGIN
     forecast = document["forecast"][DEFAULT_MODEL]
     assert forecast["mase"] is None
     assert "MASE needs more than `season`=8640 steps" in forecast["missing"]["mase"]

@@ -11,15 +11,17 @@ import pytest
 from benchmarks.backtest_savings import merged_rows
 
 
-def _run(path: Path, model: str, traces: dict[str, dict[str, float]]) -> Path:
-    path.write_text(json.dumps({"model": model, "traces": traces}))
+def _run(
+    path: Path, model: str, traces: dict[str, dict[str, float]], margin: float = 0.5
+) -> Path:
+    path.write_text(json.dumps({"model": model, "tuning_margin": margin, "traces": traces}))
     return path
 
 
 def test_merge_takes_the_traces_of_earlier_runs_of_the_same_model(tmp_path: Path) -> None:
     first = _run(tmp_path / "a.json", "lightgbm-window", {"asg": {"seconds": 1.0}})
     second = _run(tmp_path / "b.json", "lightgbm-window", {"nyc": {"seconds": 2.0}})
-    rows = merged_rows(argparse.ArgumentParser(), [first, second], "lightgbm-window")
+    rows = merged_rows(argparse.ArgumentParser(), [first, second], "lightgbm-window", 0.5)
     assert rows == {"asg": {"seconds": 1.0}, "nyc": {"seconds": 2.0}}
     assert merged_rows(argparse.ArgumentParser(), [], "lightgbm") == {}
 
@@ -47,7 +49,8 @@ def test_merge_refuses_another_models_run_or_a_broken_file(
 def test_merge_refuses_a_run_tuned_by_another_margin(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    plain = _run(tmp_path / "plain.json", "lightgbm", {"asg": {"seconds": 1.0}})
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"model": "lightgbm", "traces": {"asg": {"seconds": 1.0}}}))
     # a document written before the margin was recorded was tuned by the plain rule
     assert merged_rows(argparse.ArgumentParser(), [plain], "lightgbm", 1.0) == {
         "asg": {"seconds": 1.0}
