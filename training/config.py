@@ -63,7 +63,7 @@ forecast gives ``P(demand > 0)`` over the lead window above it, in (0, 1), defau
 model version; ``prewarm serve`` plans with the registered ones and refuses a workload whose
 section here disagrees with them (settings left unset here defer to the registered ones).
 
-``model``: ``name`` (registered forecast model, default ``lightgbm``); ``params`` (its
+``model``: ``name`` (registered forecast model, default ``lightgbm-window``); ``params`` (its
 constructor arguments, checked when the file is read); ``features``
 (:class:`forecaster.features.FeatureConfig` fields); ``quantiles`` (levels forecast; the
 backtest grid and every workload's quantile are added). Horizons are not configured: they are
@@ -87,9 +87,11 @@ every workload (``servedBy``); see :mod:`forecaster.models.combination`.
 ``evaluation``: ``window`` (the recent window candidate and champion are compared on,
 ``1d``); ``folds`` (walk-forward folds of ``window`` each, the last one is the gate's, 1);
 ``train_window`` (history each fold's model is fitted on, ``14d``); ``policies`` (simulated
-in the backtest, default reactive and predictive); ``seed``; ``scored_workloads`` (at most
-this many workloads are scored and gated per fold, 200: a larger fleet is sampled evenly
-over tiers and mean demand, named in the run's ``gate.json``; ``null`` scores every one).
+in the backtest, default reactive and predictive); ``seed``; ``tuning_margin`` (the share of
+the SLO's unserved work each tuned setting may leave on the tuning half, 0.5);
+``scored_workloads`` (at most this many workloads are scored and gated per fold, 200: a
+larger fleet is sampled evenly over tiers and mean demand, named in the run's
+``gate.json``; ``null`` scores every one).
 
 ``validation``: ``min_history`` (``2d``), ``max_gap_fraction`` (0.2), ``dead_window`` (a
 series whose last ``dead_window`` is all zero or missing is dead, ``6h``).
