@@ -11,8 +11,8 @@ import pytest
 from benchmarks.backtest_savings import merged_rows
 
 
-def _run(path: Path, model: str, traces: dict[str, dict[str, float]], margin: float = 0.5) -> Path:
-    path.write_text(json.dumps({"model": model, "tuning_margin": margin, "traces": traces}))
+def _run(path: Path, model: str, traces: dict[str, dict[str, float]]) -> Path:
+    path.write_text(json.dumps({"model": model, "tuning_margin": 0.5, "traces": traces}))
     return path
 
 
