@@ -221,12 +221,16 @@ DEPLOYED_COLUMNS: tuple[tuple[str, Any], ...] = (
 )
 
 
+def tuning_rule(margin: float) -> str:
+    """What the tuned setting was held to, after "tuned": nothing for the plain rule."""
+    return "" if margin == 1 else f" to {margin:g} of the SLO's unserved work"
+
+
 def deployed_table(document: dict[str, Any]) -> tables.TableSpec:
     """Each policy at the setting tuned on the tuning window, scored on validation."""
     deployed = document["deployed"]
     tuning, validation = deployed["tuning"], deployed["validation"]
-    margin = deployed["tuning_margin"]
-    rule = "" if margin == 1 else f" to {margin:g} of the SLO's unserved work"
+    rule = tuning_rule(deployed["tuning_margin"])
     return tables.TableSpec(
         title=(
             f"Deployed, out of sample: tuned{rule} {span_text(tuning['start'], tuning['end'])}, "
