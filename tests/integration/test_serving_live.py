@@ -272,11 +272,15 @@ def test_prometheus_down_gives_503_then_recovers(
 ) -> None:
     assert _metric(live).status_code == 200
     port = live.prometheus.port
+    forecast = httpx.get(f"{live.base}/v1/workloads/chat/forecast", timeout=5).json()
+    age = forecast["dataAgeSeconds"]
     live.prometheus.stop()
     stopped = time.monotonic()
     wait_until(lambda: _metric(live).status_code == 503, timeout=MAX_STALENESS + 15, every=0.5)
-    # Never before the data was max_staleness old (it was at most a few seconds old).
-    assert time.monotonic() - stopped >= MAX_STALENESS - 4
+    # Never before the data was max_staleness old: its age when Prometheus stopped (how old
+    # depends on the machine's load, so it is read, not assumed) plus the time since; 1 s for
+    # the moments between reading the age and stopping Prometheus.
+    assert age + time.monotonic() - stopped >= MAX_STALENESS - 1
     body = _metric(live).json()
     assert body["kind"] == "Status" and body["reason"] == "ServiceUnavailable"
     assert body["code"] == 503 and "max_staleness" in body["message"]
