@@ -38,7 +38,13 @@ if __name__ == "__main__" and not __package__:
 
 from benchmarks.traces import TRACES, chosen_traces
 from forecaster.backtest.run import BacktestResult, BacktestSettings, backtest
-from forecaster.backtest.tuning import TUNING_MARGIN, VALIDATION, check_margin, safest
+from forecaster.backtest.tuning import (
+    TUNING_MARGIN,
+    VALIDATION,
+    check_margin,
+    rule_text,
+    safest,
+)
 from forecaster.exceptions import ConfigError
 from forecaster.frame import infer_step, regularize
 from forecaster.models import DEFAULT_MODEL
@@ -107,17 +113,6 @@ def add_tuning_margin(parser: argparse.ArgumentParser) -> None:
         default=TUNING_MARGIN,
         help="Share of the SLO's unserved work a tuned setting may leave on the tuning half.",
     )
-
-
-def tuning_rule(margin: float) -> str:
-    """How each tuned setting was chosen, for the reports: what it did on the tuning half.
-
-    >>> tuning_rule(1.0), tuning_rule(0.5)
-    ('meets the SLO', "leaves at most 0.5 of the SLO's unserved work")
-    """
-    if margin == 1:
-        return "meets the SLO"
-    return f"leaves at most {margin:g} of the SLO's unserved work"
 
 
 def backtest_settings(
@@ -312,7 +307,7 @@ def markdown(
         "## Deployed, out of sample",
         "",
         "Each policy's setting is tuned on the first half of the scored span (its cheapest",
-        f"setting that {tuning_rule(tuning_margin)} there, else the closest) and scored on the",
+        f"setting that {rule_text(tuning_margin)} there, else the closest) and scored on the",
         "second half.",
         "Validation cost per policy (`-` when its tuned setting misses the SLO on validation);",
         "`vs_X = 1 - hybrid / X` where both meet it, `oracle_gap = hybrid / oracle - 1`.",

@@ -8,7 +8,7 @@ from typing import Any
 
 from forecaster.backtest.frontier import RECOMMENDED, compared, run_policy
 from forecaster.backtest.run import BacktestResult
-from forecaster.backtest.tuning import Deployed
+from forecaster.backtest.tuning import Deployed, rule_text
 from prewarm import tables
 from prewarm.options import console
 from prewarm.spans import duration_text, span_text
@@ -221,20 +221,16 @@ DEPLOYED_COLUMNS: tuple[tuple[str, Any], ...] = (
 )
 
 
-def tuning_rule(margin: float) -> str:
-    """What the tuned setting was held to, after "tuned": nothing for the plain rule."""
-    return "" if margin == 1 else f" to {margin:g} of the SLO's unserved work"
-
-
 def deployed_table(document: dict[str, Any]) -> tables.TableSpec:
     """Each policy at the setting tuned on the tuning window, scored on validation."""
     deployed = document["deployed"]
     tuning, validation = deployed["tuning"], deployed["validation"]
-    rule = tuning_rule(deployed["tuning_margin"])
+    rule = rule_text(deployed["tuning_margin"])
     return tables.TableSpec(
         title=(
-            f"Deployed, out of sample: tuned{rule} {span_text(tuning['start'], tuning['end'])}, "
-            f"scored {span_text(validation['start'], validation['end'])}"
+            f"Deployed, out of sample: each policy's cheapest setting that {rule} on "
+            f"{span_text(tuning['start'], tuning['end'])}, "
+            f"scored on {span_text(validation['start'], validation['end'])}"
         ),
         key="policy",
         headers=tuple(header for header, _ in DEPLOYED_COLUMNS),

@@ -83,6 +83,7 @@ def run_demo(
         source.close()
     summary = {
         "tracking_uri": uri,
+        "tuning_margin": config.evaluation.tuning_margin,
         "registered_model": trained.registered_model,
         "training": {
             "outcome": str(trained.outcome),
@@ -106,7 +107,6 @@ def _workload_summary(document: dict[str, Any], served: dict[str, float]) -> dic
         "slo_unserved_fraction": document["settings"]["slo_unserved_fraction"],
         "served_settings": served,
         "tuning": deployed["tuning"],
-        "tuning_margin": deployed["tuning_margin"],
         "validation": deployed["validation"],
         "savings": deployed["savings"],
         "deployed": {
@@ -140,6 +140,7 @@ def _versus(key: str, policy: str, numbers: dict[str, Any]) -> str:
 
 
 def _markdown(summary: dict[str, Any]) -> str:
+    from forecaster.backtest.tuning import rule_text
     from prewarm import backtest_report
 
     lines = [
@@ -158,13 +159,12 @@ def _markdown(summary: dict[str, Any]) -> str:
             f"| {_cell('vs_seasonal_naive', 'seasonal-naive', numbers)} "
             f"| {_cell('oracle_gap', 'oracle', numbers)} |"
         )
-    margins = {numbers["tuning_margin"] for numbers in summary["workloads"].values()}
-    rule = backtest_report.tuning_rule(margins.pop()) if len(margins) == 1 else ""
     lines += [
         "",
         "Savings are out of sample and of the served configuration: every policy's setting is "
-        f"tuned{rule} on the first half of the scored span and scored on the second; hybrid's "
-        "tuned setting is the policy registered with the model and published by `prewarm serve`.",
+        f"its cheapest that {rule_text(summary['tuning_margin'])} on the first half of the "
+        "scored span, scored on the second; hybrid's tuned setting is the policy registered "
+        "with the model and published by `prewarm serve`.",
     ]
     lines += [f"- {name}: {_headline(numbers)}" for name, numbers in summary["workloads"].items()]
     return "\n".join(lines) + "\n"

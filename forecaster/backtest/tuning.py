@@ -147,6 +147,18 @@ def check_margin(margin: float) -> None:
         raise ConfigError(f"`tuning_margin` must be in (0, 1], got {margin!r}")
 
 
+def rule_text(margin: float) -> str:
+    """What a tuned setting did on the tuning window, for reports: "the cheapest setting
+    that ...".
+
+    >>> rule_text(1.0), rule_text(0.5)
+    ('meets the SLO', "leaves at most 0.5 of the SLO's unserved work")
+    """
+    if margin == 1:
+        return "meets the SLO"
+    return f"leaves at most {margin:g} of the SLO's unserved work"
+
+
 def safest(points: Sequence[PolicyPoint]) -> PolicyPoint:
     """A policy's setting with the least unserved work on the tuning window (the cheapest of
     ties): the one :func:`deploy` takes when none meets the SLO, and, scored on validation,
