@@ -80,6 +80,7 @@ def gpu_inference_demand(
     weekly = np.where(weekday >= 5, 1 - weekend_dip, 1.0)
     trend = (1 + trend_per_week) ** (t / (7 * 86400))
     rate = base_rate * daily * weekly * trend
+    # The bursts are the generator's first draws, so burst_factor can replay them alone.
     rate *= _bursts(t, days, bursts_per_day, rng)
     if viral_day is not None:
         rate *= _viral(t, viral_day * 86400, viral_factor)
@@ -99,6 +100,20 @@ def gpu_inference_demand(
         lost = (t >= outage_day * 86400) & (t < outage_day * 86400 + outage_hours * 3600)
         frame = frame[~lost].reset_index(drop=True)
     return frame
+
+
+def burst_factor(
+    days: int = 21, step: int = 60, seed: int = 0, bursts_per_day: float = 1.5
+) -> np.ndarray:
+    """The factor the bursts multiplied the rate by in :func:`gpu_inference_demand` with the
+    same arguments, one value per grid step from ``start`` (1 outside the bursts).
+
+    Dividing a scenario's demand by it takes the bursts out of that very draw: what a
+    forecaster that foresaw everything but the bursts would have known
+    (``benchmarks/burst_headroom.py``).
+    """
+    t = np.arange(0, days * 86400, step, dtype=float)
+    return _bursts(t, days, bursts_per_day, np.random.default_rng(seed))
 
 
 def _bursts(t: np.ndarray, days: int, per_day: float, rng: np.random.Generator) -> np.ndarray:

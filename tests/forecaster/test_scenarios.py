@@ -6,7 +6,13 @@ import pytest
 
 from forecaster.exceptions import ConfigError
 from forecaster.frame import validate_frame
-from forecaster.scenarios import SCENARIOS, gpu_inference_demand, gpu_utilization, viral_launch
+from forecaster.scenarios import (
+    SCENARIOS,
+    burst_factor,
+    gpu_inference_demand,
+    gpu_utilization,
+    viral_launch,
+)
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -62,3 +68,16 @@ def test_office_hours_is_idle_outside_weekday_working_hours():
     # a rare late request, ~1/500 of the working-day rate: most idle minutes see none
     assert (frame.loc[~working, "value"] == 0).mean() > 0.95
     assert frame.loc[~working, "value"].mean() < 0.01 * frame.loc[working, "value"].mean()
+
+
+def test_burst_factor_replays_the_bursts_of_the_same_draw() -> None:
+    # A rate so high that Poisson noise is ~1e-4 of it, and no extra noise: the demand with
+    # bursts over the demand without them is the bursts' factor.
+    kwargs = {"days": 7, "step": 60, "seed": 3, "base_rate": 1e6, "noise": 0.0}
+    bursty = gpu_inference_demand(**kwargs)["value"].to_numpy()
+    calm = gpu_inference_demand(**kwargs, bursts_per_day=0.0)["value"].to_numpy()
+    factor = burst_factor(7, 60, 3)
+    assert factor.shape == bursty.shape
+    assert factor.max() > 2 and (factor == 1).mean() > 0.8  # some bursts, mostly none
+    np.testing.assert_allclose(bursty / calm, factor, rtol=1e-3)
+    assert (burst_factor(7, 60, 3, bursts_per_day=0.0) == 1).all()
