@@ -62,3 +62,8 @@ def test_sweep_reaches_every_grid_point_and_headroom_buys_service() -> None:
     # more headroom costs more and never serves less
     assert costs == sorted(costs)
     assert lost == sorted(lost, reverse=True)
+    # given settings replace a named policy's grid, the others keep theirs
+    given = sweep(obs, ["static", "reactive"], grids={"static": ({"headroom": 3.0},)})
+    assert [p.params for p in given["static"]] == [{"headroom": 3.0}]
+    assert given["static"][0].metrics.cost > costs[-1]  # past the grid's largest headroom
+    assert [p.params for p in given["reactive"]] == [p.params for p in result["reactive"]]
