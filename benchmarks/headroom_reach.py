@@ -115,7 +115,7 @@ def _setting(row: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v:g}" for k, v in row["settings"].items()) or "-"
 
 
-def cheapest_meeting(rows: dict[str, dict[str, Any]]) -> str | None:
+def cheapest_adaptive(rows: dict[str, dict[str, Any]]) -> str | None:
     """The adaptive policy (not the oracle, not static) cheapest on validation among those
     that meet the SLO there."""
     meeting = {
@@ -151,7 +151,7 @@ def markdown(results: dict[str, dict[str, Any]], model: str, tuning_margin: floa
             grid = _cell(r["grid"][policy])
             reached = _cell(row) if policy in r["extended"] else "(no rungs)"
             lines.append(f"| {policy} | {grid} | {reached} | {_setting(row)} |")
-        best = cheapest_meeting(r["reached"])
+        best = cheapest_adaptive(r["reached"])
         lines += [
             "",
             "Cheapest adaptive policy holding the SLO with the rungs: "

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.headroom_reach import RUNGS, cheapest_meeting, ladders, parse_args
+from benchmarks.headroom_reach import RUNGS, cheapest_adaptive, ladders, parse_args
 from forecaster.policies import make_policy, policy_class
 from forecaster.workload import WorkloadSpec
 
@@ -49,8 +49,8 @@ def test_the_verdict_is_the_cheapest_adaptive_policy_holding_the_slo() -> None:
         "hybrid": _row(30.0, False),
         "dynamo-planner": _row(50.0, True),
     }
-    assert cheapest_meeting(rows) == "reactive"
-    assert cheapest_meeting({"hybrid": _row(30.0, False), "oracle": _row(5.0, True)}) is None
+    assert cheapest_adaptive(rows) == "reactive"
+    assert cheapest_adaptive({"hybrid": _row(30.0, False), "oracle": _row(5.0, True)}) is None
 
 
 def test_unknown_traces_exit_2_naming_them(capsys: pytest.CaptureFixture[str]) -> None:
