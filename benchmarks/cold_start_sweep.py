@@ -47,13 +47,18 @@ from benchmarks.backtest_savings import (
 )
 from benchmarks.traces import TRACES, chosen_traces
 from forecaster.backtest.run import BacktestSettings, backtest, lead_forecast, lead_horizons
-from forecaster.backtest.tuning import VALIDATION, rule_text, safest
+from forecaster.backtest.tuning import rule_text
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from forecaster.frame import infer_step
 from forecaster.models import DEFAULT_MODEL
 from forecaster.policies import FORECAST_POLICIES, PEER_POLICIES, QuantileForecast, policy_class
-from prewarm.backtest_report import deployed_row
+from prewarm.payoff import (
+    NONE_MEETS,
+    PAYS,
+    cold_start_row,
+    where_it_stops,
+)
 from prewarm.spans import duration_text
 
 if TYPE_CHECKING:
@@ -62,100 +67,6 @@ if TYPE_CHECKING:
 PLOT = Path(__file__).resolve().parents[1] / "docs" / "cold-start-sweep.png"
 COLD_STARTS = "5s,30s,1m,2m,5m,10m"
 POLICIES = ("static", "reactive", "predictive", "buffered", "hybrid", "oracle", *PEER_POLICIES)
-# Every other policy plans on some prediction of demand; the oracle's is perfect, so it is
-# the bound, not a contender.
-NOT_PREDICTIVE = frozenset({"static", "reactive", "oracle"})
-PAYS, DOES_NOT_PAY = "pays", "does not pay"
-# A static fleet may still meet the SLO there: the verdict is between reactive and prediction.
-NONE_MEETS = "neither reactive nor prediction meets the SLO"
-
-
-def compare(deployed: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The best predictive policy against the tuned reactive HPA, on validation.
-
-    The best predictive policy is the cheapest that meets the SLO on validation; savings
-    are ``1 - cost / reactive's cost`` where both meet it. ``verdict`` says whether
-    prediction pays: it does where it is cheaper or where only it meets the SLO.
-
-    Examples
-    --------
-    >>> row = lambda cost, ok: {"cost": cost, "meets_slo": ok}
-    >>> result = compare({"reactive": row(100.0, True), "hybrid": row(90.0, True),
-    ...                   "predictive": row(80.0, False), "oracle": row(70.0, True)})
-    >>> result["best_predictive"], round(result["saving"], 3), result["verdict"]
-    ('hybrid', 0.1, 'pays')
-    """
-    costs = {p: row["cost"] for p, row in deployed.items() if row["meets_slo"]}
-    contenders = {p: c for p, c in costs.items() if p not in NOT_PREDICTIVE}
-    best = min(contenders, key=contenders.__getitem__, default=None)
-    reactive = costs.get("reactive")
-
-    def saving(policy: str | None) -> float | None:
-        if policy not in contenders or not reactive:
-            return None
-        return 1.0 - contenders[policy] / reactive
-
-    if best is None:
-        verdict = DOES_NOT_PAY if reactive is not None else NONE_MEETS
-    else:
-        verdict = PAYS if reactive is None or contenders[best] < reactive else DOES_NOT_PAY
-    return {
-        "best_predictive": best,
-        "saving": saving(best),
-        "hybrid_saving": saving("hybrid"),
-        "reactive_meets_slo": reactive is not None,
-        "verdict": verdict,
-    }
-
-
-def where_it_stops(verdicts: Mapping[int, str]) -> str:
-    """One sentence per trace: the cold starts at which prediction pays and where it stops.
-
-    The crossover is stated where every cold start at which prediction does not pay is
-    shorter than every one at which it pays; those where neither side meets the SLO say
-    nothing about it and are listed apart.
-
-    Examples
-    --------
-    >>> where_it_stops({5: "does not pay", 60: "does not pay", 300: "pays", 600: "pays"})
-    'pays from a 5m cold start up; does not pay at 1m and below'
-    >>> where_it_stops({5: "pays", 300: "does not pay"})
-    'pays at 5s; does not pay at 5m'
-    >>> where_it_stops({5: "does not pay", 120: "pays", 300: NONE_MEETS})
-    'pays at 2m; does not pay at 5s and below; neither reactive nor prediction meets the SLO at 5m'
-    """
-    ordered = sorted(verdicts)
-    paying = [c for c in ordered if verdicts[c] == PAYS]
-    losing = [c for c in ordered if verdicts[c] == DOES_NOT_PAY]
-    neither = [c for c in ordered if verdicts[c] == NONE_MEETS]
-    if not paying:
-        return "does not pay at any cold start swept (" + _grouped(verdicts) + ")"
-    if losing and max(losing) > min(paying):
-        return _grouped(verdicts)
-    # "From X up" only where every longer cold start pays too: else the ones that do.
-    upward = all(verdicts[c] == PAYS for c in ordered if c >= min(paying))
-    head = (
-        f"pays from a {duration_text(min(paying))} cold start up"
-        if upward
-        else "pays at " + ", ".join(map(duration_text, paying))
-    )
-    if losing:
-        text = f"{head}; does not pay at {duration_text(max(losing))} and below"
-    else:
-        text = "pays at every cold start swept where either side meets the SLO"
-    if neither:
-        text += f"; {NONE_MEETS} at " + ", ".join(map(duration_text, neither))
-    return text
-
-
-def _grouped(verdicts: Mapping[int, str]) -> str:
-    groups: dict[str, list[int]] = {}
-    for cold_start in sorted(verdicts):
-        groups.setdefault(verdicts[cold_start], []).append(cold_start)
-    return "; ".join(
-        f"{verdict} at {', '.join(map(duration_text, starts))}"
-        for verdict, starts in groups.items()
-    )
 
 
 def _load(name: str, data: Path) -> tuple[pd.DataFrame, int]:
@@ -192,17 +103,9 @@ def backtest_task(
     settings = _settings(frame, cold_start, args)
     times = pd.DatetimeIndex(frame["timestamp"])
     result = backtest(values, times, step, settings, forecast=forecast)
-    deployed = {policy: deployed_row(chosen) for policy, chosen in result.deployed.items()}
     return {
         "cold_start": cold_start,
-        "deployed": deployed,
-        # the setting with the least unserved work on the tuning window, scored on validation
-        "lowest_unserved": {
-            p: safest(points).windows[VALIDATION].unserved_fraction
-            for p, points in result.frontier.items()
-        },
-        "skipped": result.skipped,
-        **compare(deployed),
+        **cold_start_row(result),
         "seconds": time.perf_counter() - began,
     }
 

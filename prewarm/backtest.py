@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from prewarm.exit_codes import epilog
-from prewarm.options import Duration, split_names, stage_progress, user_errors
+from prewarm.options import Duration, Durations, split_names, stage_progress, user_errors
 from prewarm.spans import duration_text, scored_span
 from training.documents import dumps
 
@@ -55,6 +55,15 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
 @click.option("--value-col", help="Column holding the demand (default: detected).")
 @click.option("--step", "step", type=Duration(allow_auto=True), default="auto", show_default=True)
 @click.option("--cold-start", type=Duration(), default="5m", show_default=True)
+@click.option(
+    "--cold-start-sweep",
+    type=Durations(),
+    metavar="DURATIONS",
+    help="Comma-separated cold starts (e.g. 5s,30s,1m,2m,5m,10m): backtest DATA at each, "
+    "instead of --cold-start, and say where prediction stops paying against the tuned "
+    "reactive HPA, out of sample. One backtest per cold start; writes --json, not "
+    "--report-dir.",
+)
 @click.option("--capacity-per-replica", type=float, help="Demand one warm replica serves.")
 @click.option(
     "--peak-replicas",
@@ -119,6 +128,7 @@ def backtest(
     value_col: str | None,
     step: int | None,
     cold_start: int,
+    cold_start_sweep: tuple[int, ...] | None,
     capacity_per_replica: float | None,
     peak_replicas: int,
     replica_hour_cost: float,
@@ -153,6 +163,8 @@ def backtest(
     """
     if (data is None) == (config_path is None):
         raise click.UsageError("give DATA or --config, not both and not neither")
+    if cold_start_sweep is not None and (config_path is not None or report_dir is not None):
+        raise click.UsageError("--cold-start-sweep backtests DATA and writes --json only")
     if config_path is not None:
         source = click.get_current_context().get_parameter_source("tuning_margin")
         if source is click.core.ParameterSource.COMMANDLINE:
@@ -213,14 +225,14 @@ def backtest(
             tuning_margin=tuning_margin,
         )
         times = pd.DatetimeIndex(frame["timestamp"])
+        if cold_start_sweep is not None:
+            _sweep(values, times, grid_step, settings, cold_start_sweep, data, json_path, notes)
+            return
         with stage_progress("backtest") as progress:
             try:
                 result = run_backtest(values, times, grid_step, settings, progress)
             except NotEnoughHistoryError as exc:
-                raise NotEnoughHistoryError(
-                    f"{exc} (training window {duration_text(window)}: change --train-window "
-                    "or --min-eval)"
-                ) from exc
+                raise _with_window(exc, window) from exc
         document = backtest_report.to_json(result, {"path": str(data)}, notes)
         backtest_report.print_table(document)
         if json_path is not None:
@@ -228,6 +240,53 @@ def backtest(
             json_path.write_text(dumps(document, indent=2))
         if report_dir is not None:
             backtest_report.write_report(result, document, report_dir, seed)
+
+
+def _with_window(exc: Exception, window: int) -> Exception:
+    """A too-short history's error, naming the training window and the flags that set it."""
+    from forecaster.exceptions import NotEnoughHistoryError
+
+    return NotEnoughHistoryError(
+        f"{exc} (training window {duration_text(window)}: change --train-window or --min-eval)"
+    )
+
+
+def _sweep(
+    values: Any,
+    times: Any,
+    step: int,
+    settings: Any,
+    cold_starts: tuple[int, ...],
+    data: Path,
+    json_path: Path | None,
+    notes: list[str],
+) -> None:
+    """``--cold-start-sweep``: the backtest at each cold start, the verdict per cold start
+    and where prediction stops paying (:mod:`prewarm.payoff`)."""
+    from forecaster.exceptions import NotEnoughHistoryError
+    from prewarm import payoff, tables
+    from prewarm.options import console
+
+    with stage_progress("cold-start sweep") as progress:
+        try:
+            rows = payoff.sweep(values, times, step, settings, cold_starts, progress)
+        except NotEnoughHistoryError as exc:
+            raise _with_window(exc, settings.train_window) from exc
+    out = console()
+    tables.print_table(out, payoff.sweep_table(rows))
+    for note in notes:
+        out.print(note, markup=False, highlight=False, soft_wrap=True)
+    if json_path is not None:
+        verdicts = {c: row["verdict"] for c, row in rows.items()}
+        document = {
+            "data": {"path": str(data)},
+            "tuning_margin": settings.tuning_margin,
+            "cold_starts": {str(c): row for c, row in rows.items()},
+            "where_it_stops": payoff.where_it_stops(verdicts),
+            "notes": notes,
+        }
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(dumps(document, indent=2))
 
 
 def _backtest_config(

@@ -36,6 +36,24 @@ class Duration(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class Durations(click.ParamType):
+    """``5s,30s,5m`` -> ``(5, 30, 300)``: distinct durations, shortest first."""
+
+    name = "durations"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None or isinstance(value, tuple):
+            return value
+        label = f"--{param.name.replace('_', '-')}" if param and param.name else "durations"
+        parts = split_names(str(value)) or []
+        if not parts:
+            self.fail(f"{label} needs at least one duration, got {str(value)[:80]!r}", param, ctx)
+        try:
+            return tuple(sorted({parse_duration(part, name=label) for part in parts}))
+        except PrewarmError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 def split_names(value: str | None) -> list[str] | None:
     """``"a,b, c"`` -> ``["a", "b", "c"]``."""
     if value is None:

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from forecaster.backtest.tuning import TUNING_MARGIN
 from forecaster.models import DEFAULT_MODEL
-from prewarm import backtest_report, tables
+from prewarm import backtest_report, payoff, tables
 from prewarm.cli import cli
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -102,8 +102,18 @@ def test_backtest_writes_json_and_report(data_file: Path, tmp_path: Path) -> Non
         (["--cold-start", "5x"], "--cold-start"),
         (["--tuning-margin", "0"], "--tuning-margin"),
         (["--tuning-margin", "1.5"], "--tuning-margin"),
+        (["--cold-start-sweep", "30s,soon"], "--cold-start-sweep"),
+        (["--cold-start-sweep", "5m", "--report-dir", "r"], "writes --json only"),
     ],
-    ids=["unknown-policy", "short-history", "bad-duration", "zero-margin", "margin-over-1"],
+    ids=[
+        "unknown-policy",
+        "short-history",
+        "bad-duration",
+        "zero-margin",
+        "margin-over-1",
+        "bad-sweep",
+        "sweep-report-dir",
+    ],
 )
 def test_bad_input_exits_with_one_line(data_file: Path, extra: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["backtest", str(data_file), "--model", "ewma", *extra])
@@ -267,3 +277,29 @@ def test_a_tuning_margin_holds_every_tuned_setting_to_its_share_of_the_slo(
     assert "setting that leaves at most 0.25 of the SLO's unserved work on" in report.title
     plain = backtest_report.deployed_table(documents["1"]).title
     assert "setting that meets the SLO on" in plain and "of the SLO" not in plain
+
+
+def test_a_cold_start_sweep_says_where_prediction_stops_paying(
+    data_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "sweep.json"
+    policies = ["--policies", "static,reactive,predictive,hybrid,oracle"]
+    args = ["backtest", str(data_file), *ARGS, *policies, "--json", str(out)]
+    result = CliRunner().invoke(cli, [*args, "--cold-start-sweep", "10m,30s"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(out.read_text())
+    assert list(document["cold_starts"]) == ["30", "600"]  # shortest first
+    # each cold start is exactly the plain backtest at that cold start
+    single = tmp_path / "single.json"
+    alone = CliRunner().invoke(cli, [*args[:-1], str(single), "--cold-start", "10m"])
+    assert alone.exit_code == 0, alone.output
+    deployed = json.loads(single.read_text())["deployed"]["policies"]
+    swept = document["cold_starts"]["600"]["deployed"]
+    assert set(swept) == set(deployed)
+    for policy, row in swept.items():
+        assert row == {key: deployed[policy][key] for key in row}, policy
+    verdicts = {int(c): row["verdict"] for c, row in document["cold_starts"].items()}
+    assert document["where_it_stops"] == payoff.where_it_stops(verdicts)
+    # the table names each cold start and the crossover sentence
+    assert "| 30s |" in result.output and "| 10m |" in result.output
+    assert f"Prediction {document['where_it_stops']}." in result.output
