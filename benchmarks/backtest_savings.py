@@ -24,7 +24,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,14 @@ def workload(values: np.ndarray, cold_start: int = 300) -> WorkloadSpec:
         cold_start=cold_start,
         max_replicas=int(np.ceil(np.nanmax(values) / (capacity * 0.5))) + 1,
     )
+
+
+def write_results(out: Path, results: Mapping[str, Any], report: str) -> None:
+    """A study's results as ``out``.json and its report as ``out``.md; the report printed."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+    out.with_suffix(".md").write_text(report)
+    print(report)
 
 
 def margin_arg(text: str) -> float:

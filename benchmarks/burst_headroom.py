@@ -29,7 +29,6 @@ Writes ``benchmarks/results/burst_headroom.md`` and ``.json`` unless ``--out`` s
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -42,7 +41,13 @@ import pandas as pd
 if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.backtest_savings import add_tuning_margin, backtest_settings, workload
+from benchmarks.backtest_savings import (
+    add_tuning_margin,
+    backtest_settings,
+    workload,
+    write_results,
+)
+from benchmarks.traces import chosen_traces
 from forecaster.backtest.run import BacktestResult, backtest, lead_forecast
 from forecaster.backtest.tuning import TUNING_MARGIN, Deployed, rule_text, score_setting
 from forecaster.frame import regularize
@@ -206,10 +211,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add_tuning_margin(parser)
     parser.add_argument("--out", type=Path, default=RESULTS / "burst_headroom")
     args = parser.parse_args(argv)
-    args.names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
-    unknown = [n for n in args.names if n not in SCENARIOS]
-    if unknown or not args.names:
-        parser.error(f"--scenarios: unknown scenarios {unknown}; known: {sorted(SCENARIOS)}")
+    args.names = chosen_traces(parser, list(SCENARIOS), args.scenarios, "scenarios")
     return args
 
 
@@ -219,11 +221,7 @@ def main() -> None:
     for name in args.names:
         results[name] = run(name, args.model, args.tuning_margin)
         print(f"{name}: {results[name]['seconds']:.0f} s", file=sys.stderr, flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    report = markdown(results, args.model, args.tuning_margin)
-    args.out.with_suffix(".md").write_text(report)
-    print(report)
+    write_results(args.out, results, markdown(results, args.model, args.tuning_margin))
 
 
 if __name__ == "__main__":

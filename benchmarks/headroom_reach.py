@@ -33,7 +33,6 @@ public traces and the scenarios). Writes ``benchmarks/results/headroom_reach.md`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -43,7 +42,14 @@ from typing import Any
 if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.backtest_savings import DATA, add_tuning_margin, loaders, trace_backtest
+from benchmarks.backtest_savings import (
+    DATA,
+    add_tuning_margin,
+    loaders,
+    trace_backtest,
+    write_results,
+)
+from benchmarks.traces import chosen_traces
 from forecaster.backtest.frontier import sweep
 from forecaster.backtest.tuning import TUNING_MARGIN, deploy, hours, rule_text, split
 from forecaster.models import DEFAULT_MODEL
@@ -169,11 +175,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add_tuning_margin(parser)
     parser.add_argument("--out", type=Path, default=RESULTS / "headroom_reach")
     args = parser.parse_args(argv)
-    args.names = [n.strip() for n in args.traces.split(",") if n.strip()]
-    known = loaders(args.data)
-    unknown = [n for n in args.names if n not in known]
-    if unknown or not args.names:
-        parser.error(f"--traces: unknown traces {unknown}; known: {sorted(known)}")
+    args.names = chosen_traces(parser, list(loaders(args.data)), args.traces, "traces")
     return args
 
 
@@ -183,11 +185,7 @@ def main() -> None:
     for name in args.names:
         results[name] = run(name, args.data, args.model, args.tuning_margin)
         print(f"{name}: {results[name]['seconds']:.0f} s", file=sys.stderr, flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    report = markdown(results, args.model, args.tuning_margin)
-    args.out.with_suffix(".md").write_text(report)
-    print(report)
+    write_results(args.out, results, markdown(results, args.model, args.tuning_margin))
 
 
 if __name__ == "__main__":

@@ -32,14 +32,17 @@ TRACES = (
 
 
 def chosen_traces(
-    parser: argparse.ArgumentParser, names: Sequence[str], subset: str | None
+    parser: argparse.ArgumentParser,
+    names: Sequence[str],
+    subset: str | None,
+    what: str = "traces",
 ) -> list[str]:
     """``names``, or the comma-separated ``subset`` of them (``--traces``); an unknown name
-    is a usage error listing the valid ones."""
+    is a usage error listing the valid ones (``what`` names them)."""
     if not subset:
         return list(names)
     wanted = [n.strip() for n in subset.split(",") if n.strip()]
     unknown = sorted(set(wanted) - set(names))
     if unknown:
-        parser.error(f"unknown traces {unknown}; valid: {', '.join(names)}")
+        parser.error(f"unknown {what} {unknown}; valid: {', '.join(names)}")
     return wanted
