@@ -51,7 +51,7 @@ from forecaster.models import DEFAULT_MODEL
 from forecaster.policies import PEER_POLICIES
 from forecaster.scenarios import SCENARIOS
 from forecaster.workload import WorkloadSpec
-from prewarm.backtest_report import deployed_row
+from prewarm.backtest_report import deployed_row, knob_text
 from training.sources.file import read_series
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -361,7 +361,7 @@ def markdown(
     for name, row in rows.items():
         parts = []
         for policy, chosen in row["deployed"].items():
-            knob = ", ".join(f"{k}={v:g}" for k, v in chosen["settings"].items()) or "-"
+            knob = knob_text(chosen["settings"])
             parts.append(f"{policy} [{knob}] ({chosen['settings_tried']})")
         lines.append(f"- **{name}**: " + "; ".join(parts))
     lines += [

@@ -97,7 +97,7 @@ def _where_known(known: np.ndarray, model: np.ndarray) -> np.ndarray:
 
 def cheapest_meeting(scores: Sequence[Deployed]) -> Deployed | None:
     """The cheapest score whose validation meets the SLO; None when none does."""
-    meeting = [s for s in scores if s.validation.unserved_fraction <= s.slo_unserved]
+    meeting = [s for s in scores if s.meets_slo]
     return min(meeting, key=lambda s: s.validation.cost, default=None)
 
 
@@ -113,16 +113,21 @@ def headroom_setting(k: float, u: float) -> dict[str, float]:
     }
 
 
-def _point(cost: float, unserved: float, oracle: float) -> dict[str, float]:
-    return {"cost": cost, "over_oracle": cost / oracle, "unserved_fraction": unserved}
+def _point(chosen: Deployed, oracle: float) -> dict[str, Any]:
+    """A setting's validation cost, over the oracle's, its unserved fraction and whether it
+    met the SLO."""
+    cost = chosen.validation.cost
+    return {
+        "cost": cost,
+        "over_oracle": cost / oracle,
+        "unserved_fraction": chosen.validation.unserved_fraction,
+        "meets_slo": chosen.meets_slo,
+        "settings": chosen.params,
+    }
 
 
 def _deployed(result: BacktestResult, policy: str) -> dict[str, Any]:
-    chosen = result.deployed[policy]
-    oracle = result.deployed["oracle"].validation.cost
-    return _point(chosen.validation.cost, chosen.validation.unserved_fraction, oracle) | {
-        "settings": chosen.params
-    }
+    return _point(result.deployed[policy], result.deployed["oracle"].validation.cost)
 
 
 def run(name: str, model: str, tuning_margin: float = TUNING_MARGIN) -> dict[str, Any]:
@@ -144,9 +149,7 @@ def run(name: str, model: str, tuning_margin: float = TUNING_MARGIN) -> dict[str
     headroom = None
     if found is not None:
         k = round(1 / found.params["forecast_utilization"], 2)
-        headroom = {"k": k, "u": found.params["target_utilization"]} | _point(
-            found.validation.cost, found.validation.unserved_fraction, oracle
-        )
+        headroom = {"k": k, "u": found.params["target_utilization"]} | _point(found, oracle)
     without = backtest(calm, times, STEP, settings)
     return {
         "oracle": oracle,
@@ -159,10 +162,10 @@ def run(name: str, model: str, tuning_margin: float = TUNING_MARGIN) -> dict[str
     }
 
 
-def _cell(point: dict[str, Any] | None, slo: float = 0.001) -> str:
+def _cell(point: dict[str, Any] | None) -> str:
     if point is None:
         return f"none up to k = {HEADROOM[-1]:g}"
-    missed = "" if point["unserved_fraction"] <= slo else ", misses the SLO"
+    missed = "" if point["meets_slo"] else ", misses the SLO"
     return (
         f"{point['cost']:,.0f} ({point['over_oracle']:.2f}x), "
         f"{point['unserved_fraction']:.3%}{missed}"

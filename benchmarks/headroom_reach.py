@@ -51,11 +51,18 @@ from benchmarks.backtest_savings import (
 )
 from benchmarks.traces import chosen_traces
 from forecaster.backtest.frontier import sweep
-from forecaster.backtest.tuning import TUNING_MARGIN, deploy, hours, rule_text, split
+from forecaster.backtest.tuning import (
+    TUNING_MARGIN,
+    VALIDATION,
+    deploy,
+    hours,
+    rule_text,
+    split,
+)
 from forecaster.models import DEFAULT_MODEL
 from forecaster.policies.base import Grid
 from forecaster.policies.predictive import QUANTILE_GRID
-from prewarm.backtest_report import deployed_row
+from prewarm.backtest_report import deployed_row, knob_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RUNGS = (0.25, 0.2, 0.15, 0.1)
@@ -96,12 +103,13 @@ def run(name: str, data: Path, model: str, tuning_margin: float = TUNING_MARGIN)
     result = trace_backtest(name, data, model, tuning_margin)
     obs = result.observation
     windows = split(len(obs.sim_rate), obs.scored)
-    extra = sweep(obs, list(ladders()), seed=0, windows=windows, grids=ladders())
+    extended = ladders()
+    extra = sweep(obs, list(extended), seed=0, windows=windows, grids=extended)
     frontier = {p: [*points, *extra.get(p, [])] for p, points in result.frontier.items()}
     reached = deploy(
         frontier,
         obs.spec.slo_unserved_fraction,
-        hours(windows["validation"], obs.sim_step),
+        hours(windows[VALIDATION], obs.sim_step),
         tuning_margin,
     )
     return {
@@ -115,10 +123,6 @@ def run(name: str, data: Path, model: str, tuning_margin: float = TUNING_MARGIN)
 def _cell(row: dict[str, Any]) -> str:
     verdict = "" if row["meets_slo"] else ", misses"
     return f"{row['cost']:,.0f}, {row['unserved_fraction']:.3%}{verdict}"
-
-
-def _setting(row: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v:g}" for k, v in row["settings"].items()) or "-"
 
 
 def cheapest_adaptive(rows: dict[str, dict[str, Any]]) -> str | None:
@@ -156,7 +160,7 @@ def markdown(results: dict[str, dict[str, Any]], model: str, tuning_margin: floa
         for policy, row in r["reached"].items():
             grid = _cell(r["grid"][policy])
             reached = _cell(row) if policy in r["extended"] else "(no rungs)"
-            lines.append(f"| {policy} | {grid} | {reached} | {_setting(row)} |")
+            lines.append(f"| {policy} | {grid} | {reached} | {knob_text(row['settings'])} |")
         best = cheapest_adaptive(r["reached"])
         lines += [
             "",

@@ -42,7 +42,7 @@ from forecaster.frame import regularize
 from forecaster.models import DEFAULT_MODEL
 from forecaster.scenarios import SCENARIOS
 from forecaster.workload import WorkloadSpec
-from prewarm.backtest_report import deployed_row
+from prewarm.backtest_report import deployed_row, knob_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
 POLICIES = ("static", "reactive", "hybrid", "oracle")
@@ -125,7 +125,7 @@ def markdown(
         for floor, row in floors.items():
             for policy in POLICIES:
                 d = row[policy]
-                setting = ", ".join(f"{k}={v:g}" for k, v in d["settings"].items()) or "-"
+                setting = knob_text(d["settings"])
                 asleep = (
                     (
                         f"{d['unserved_asleep_fraction']:.3%}",

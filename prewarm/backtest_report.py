@@ -178,7 +178,7 @@ def print_table(document: dict[str, Any]) -> None:
 
 # Table columns: header, the policy row's value as text.
 POLICY_COLUMNS: tuple[tuple[str, Any], ...] = (
-    ("knob", lambda row: _knob_text(row["knob"], "\n")),
+    ("knob", lambda row: knob_text(row["knob"], "\n")),
     ("cost", lambda row: f"{row['cost']:,.1f}"),
     ("replica\nhours", lambda row: f"{row['replica_hours']:,.1f}"),
     ("unserved", lambda row: f"{row['unserved_fraction']:.2e}"),
@@ -210,7 +210,7 @@ def policy_table(document: dict[str, Any]) -> tables.TableSpec:
 
 
 DEPLOYED_COLUMNS: tuple[tuple[str, Any], ...] = (
-    ("setting", lambda row: _knob_text(row["settings"], "\n")),
+    ("setting", lambda row: knob_text(row["settings"], "\n")),
     ("cost", lambda row: f"{row['cost']:,.1f}"),
     ("unserved", lambda row: f"{row['unserved_fraction']:.2e}"),
     ("meets\nSLO", lambda row: "yes" if row["meets_slo"] else "no"),
@@ -243,7 +243,8 @@ def deployed_table(document: dict[str, Any]) -> tables.TableSpec:
     )
 
 
-def _knob_text(knob: dict[str, float] | None, joiner: str = ", ") -> str:
+def knob_text(knob: dict[str, float] | None, joiner: str = ", ") -> str:
+    """A policy's setting as ``name=value`` pairs, ``-`` for none."""
     return joiner.join(f"{k}={v:g}" for k, v in (knob or {}).items()) or "-"
 
 
@@ -273,7 +274,7 @@ def savings_line(document: dict[str, Any]) -> str:
 
 def registered_line(registered: dict[str, Any]) -> str:
     """Hybrid at the registered (served) setting on the validation window, in one line."""
-    settings = _knob_text(registered["settings"])
+    settings = knob_text(registered["settings"])
     verdict = "meets" if registered["meets_slo"] else "misses"
     saving = registered["savings"]["vs_reactive"]
     versus = "" if saving is None else f"; {saving:+.1%} vs the tuned reactive HPA"

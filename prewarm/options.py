@@ -29,7 +29,7 @@ class Duration(click.ParamType):
             return value
         if self.allow_auto and str(value).lower() == "auto":
             return None
-        label = f"--{param.name.replace('_', '-')}" if param and param.name else "duration"
+        label = _flag(param, "duration")
         try:
             return parse_duration(value, name=label)
         except PrewarmError as exc:
@@ -44,7 +44,7 @@ class Durations(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if value is None or isinstance(value, tuple):
             return value
-        label = f"--{param.name.replace('_', '-')}" if param and param.name else "durations"
+        label = _flag(param, "durations")
         parts = split_names(str(value)) or []
         if not parts:
             self.fail(f"{label} needs at least one duration, got {str(value)[:80]!r}", param, ctx)
@@ -52,6 +52,11 @@ class Durations(click.ParamType):
             return tuple(sorted({parse_duration(part, name=label) for part in parts}))
         except PrewarmError as exc:
             self.fail(str(exc), param, ctx)
+
+
+def _flag(param: click.Parameter | None, default: str) -> str:
+    """The option's flag (``--cold-start``) for an error message, else ``default``."""
+    return f"--{param.name.replace('_', '-')}" if param and param.name else default
 
 
 def split_names(value: str | None) -> list[str] | None:
