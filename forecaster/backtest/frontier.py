@@ -10,7 +10,6 @@ import numpy as np
 from forecaster.backtest.metrics import Metrics, compute_metrics
 from forecaster.backtest.simulator import Trajectory, simulate
 from forecaster.policies import Observation, make_policy, policy_class
-from forecaster.policies.base import Grid
 
 Progress = Callable[[str, int, int], None]
 # Recommended policy first, then what it is compared with.
@@ -66,12 +65,10 @@ def sweep(
     seed: int = 0,
     progress: Progress | None = None,
     windows: Mapping[str, np.ndarray] | None = None,
-    grids: Mapping[str, Grid] | None = None,
 ) -> dict[str, list[PolicyPoint]]:
     """Every policy of ``names`` at every point of its sweep grid, in grid order.
 
     ``windows`` names masks over the simulation steps; each point is also measured on each.
-    ``grids`` gives the settings of the policies it names instead of their sweep grids.
 
     Examples
     --------
@@ -81,9 +78,7 @@ def sweep(
     >>> [p.params for p in sweep(obs, ["static"])["static"]][:2]
     [{'headroom': 0.7}, {'headroom': 0.725}]
     """
-    chosen = {
-        name: (grids or {}).get(name) or policy_class(name).sweep_grid(obs.spec) for name in names
-    }
+    chosen = {name: policy_class(name).sweep_grid(obs.spec) for name in names}
     total = sum(len(grid) for grid in chosen.values())
     done = 0
     result: dict[str, list[PolicyPoint]] = {}

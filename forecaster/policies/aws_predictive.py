@@ -32,6 +32,7 @@ import numpy as np
 from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior
+from forecaster.policies.reach import BESIDE, rungs
 from forecaster.policies.reactive import ReactivePolicy, beside_reactive_path
 from forecaster.workload import WorkloadSpec
 
@@ -89,8 +90,10 @@ class AWSPredictivePolicy(ReactivePolicy):
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
-        """The predictive target crossed with target tracking's utilization and tolerance."""
-        return beside_reactive_path("forecast_utilization", FORECAST_UTILIZATION_GRID)
+        """The predictive target crossed with target tracking's utilization and tolerance,
+        and the rungs of :mod:`forecaster.policies.reach`."""
+        fine = beside_reactive_path("forecast_utilization", FORECAST_UTILIZATION_GRID)
+        return fine + rungs(lambda u: {"forecast_utilization": u} | BESIDE)
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the HPA keeps with the scheduled minimum as a second metric."""

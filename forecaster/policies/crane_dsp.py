@@ -45,6 +45,7 @@ import numpy as np
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.memo import memoized
+from forecaster.policies.reach import BESIDE, rungs
 from forecaster.policies.reactive import ReactivePolicy, beside_reactive_path
 from forecaster.workload import WorkloadSpec
 
@@ -138,8 +139,10 @@ class CraneDSPPolicy(ReactivePolicy):
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
-        """The margin crossed with the (shared) target utilization and the tolerance."""
-        return beside_reactive_path("margin", MARGIN_GRID)
+        """The margin crossed with the (shared) target utilization and the tolerance, and
+        the rungs of :mod:`forecaster.policies.reach` (margin ``1/u - 1``)."""
+        fine = beside_reactive_path("margin", MARGIN_GRID)
+        return fine + rungs(lambda u: {"margin": round(1 / u - 1, 6)} | BESIDE)
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas of the EHPA's HPA; the plain HPA when no update found a period."""

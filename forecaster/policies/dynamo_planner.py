@@ -40,6 +40,7 @@ import numpy as np
 from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.memo import memoized
+from forecaster.policies.reach import rungs
 from forecaster.workload import WorkloadSpec
 
 ADJUSTMENT_INTERVAL = 180.0
@@ -99,8 +100,9 @@ class DynamoPlannerPolicy:
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
-        """Target utilizations from 0.3 to 1."""
-        return tuple({"target_utilization": u} for u in UTILIZATION_GRID)
+        """Target utilizations from 0.3 to 1, and the rungs of :mod:`forecaster.policies.reach`."""
+        fine = tuple({"target_utilization": u} for u in UTILIZATION_GRID)
+        return fine + rungs(lambda u: {"target_utilization": u})
 
     def plan(self, obs: Observation) -> np.ndarray:
         """The planner's replicas, set every interval and held until the next."""

@@ -12,6 +12,7 @@ from forecaster.policies.base import Grid, Observation
 from forecaster.policies.buffered import BUFFER_GRID, buffer_path
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.predictive import QUANTILE_GRID, PredictivePolicy
+from forecaster.policies.reach import BESIDE, rungs
 from forecaster.policies.reactive import (
     REACTIVE_PATH_GRID,
     TOLERANCE_GRID,
@@ -127,7 +128,9 @@ class HybridPolicy(ReactivePolicy):
             | {"buffer_quantile": b}
             for b, u, t in itertools.product(TAIL_BUFFER, REACTIVE_PATH_GRID, TOLERANCE_GRID)
         ]
-        return tuple(joint + tail + buffered)
+        # Past both, the rungs of :mod:`forecaster.policies.reach` on the forecast path.
+        reach = rungs(lambda u: top | {"forecast_utilization": u} | BESIDE | NO_BUFFER)
+        return (*joint, *tail, *buffered, *reach)
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the two-metric HPA keeps at each simulation step."""

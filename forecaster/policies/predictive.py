@@ -10,6 +10,7 @@ import numpy as np
 
 from forecaster.exceptions import ConfigError, DataValidationError
 from forecaster.policies.base import Grid, Observation
+from forecaster.policies.reach import rungs
 from forecaster.workload import WorkloadSpec
 
 # The quantiles the walk-forward forecasts carry, and so the ones a sweep can try. Fine in the
@@ -59,11 +60,13 @@ class PredictivePolicy:
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
-        """The forecast quantiles crossed with the utilizations."""
-        return tuple(
+        """The forecast quantiles crossed with the utilizations, and the top quantile at the
+        rungs of :mod:`forecaster.policies.reach`."""
+        fine = tuple(
             {"quantile": q, "target_utilization": u}
             for q, u in itertools.product(QUANTILE_GRID, FORECAST_UTILIZATION_GRID)
         )
+        return fine + rungs(lambda u: {"quantile": QUANTILE_GRID[-1], "target_utilization": u})
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas for the forecast in force at each simulation step."""

@@ -13,6 +13,7 @@ import numpy as np
 from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import HPABehavior
+from forecaster.policies.reach import BESIDE, rungs
 from forecaster.policies.reactive import ReactivePolicy, beside_reactive_path
 from forecaster.workload import WorkloadSpec
 
@@ -66,9 +67,11 @@ class SeasonalNaivePolicy(ReactivePolicy):
         """Headroom crossed with the reactive path's utilization and the tolerance.
 
         The same reactive-path and tolerance grid as ``hybrid``, so the comparison of the
-        two isolates what the model's forecast adds over last week's demand.
+        two isolates what the model's forecast adds over last week's demand; and the rungs of
+        :mod:`forecaster.policies.reach` (headroom ``1/u``).
         """
-        return beside_reactive_path("headroom", HEADROOM_GRID)
+        fine = beside_reactive_path("headroom", HEADROOM_GRID)
+        return fine + rungs(lambda u: {"headroom": round(1 / u, 6)} | BESIDE)
 
     def forecast(self, obs: Observation) -> np.ndarray:
         """Forecast rate per origin (data index); NaN before enough history exists."""

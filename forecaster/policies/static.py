@@ -10,8 +10,9 @@ from forecaster.policies.base import Grid, Observation
 from forecaster.workload import WorkloadSpec
 
 # From 0.7 to 2 in steps of 0.025: every policy is tuned with about the same number of
-# settings (tests/policies/test_sweeps.py), each on its main knob finely.
-HEADROOM_GRID = tuple(round(0.7 + 0.025 * i, 3) for i in range(53))
+# settings (tests/policies/test_sweeps.py), each on its main knob finely; then four rungs
+# past twice the peak, as the open-ended grids get (forecaster.policies.reach).
+HEADROOM_GRID = (*(round(0.7 + 0.025 * i, 3) for i in range(53)), 2.5, 3.0, 3.5, 4.0)
 
 
 class StaticPolicy:
@@ -34,7 +35,7 @@ class StaticPolicy:
 
     @classmethod
     def sweep_grid(cls, spec: WorkloadSpec) -> Grid:
-        """Headroom from 0.7 to 2."""
+        """Headroom from 0.7 to 2, then 2.5 to 4."""
         return tuple({"headroom": h} for h in HEADROOM_GRID)
 
     def plan(self, obs: Observation) -> np.ndarray:

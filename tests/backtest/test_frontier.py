@@ -8,6 +8,7 @@ import pytest
 from forecaster.backtest.frontier import PolicyPoint, cost_at_slo, headline_point, savings, sweep
 from forecaster.backtest.metrics import Metrics
 from forecaster.policies import Observation
+from forecaster.policies.reach import REACH
 from forecaster.policies.reactive import TOLERANCE_GRID, UTILIZATION_GRID
 from forecaster.policies.static import HEADROOM_GRID as STATIC_HEADROOM
 from forecaster.workload import WorkloadSpec
@@ -52,8 +53,8 @@ def test_sweep_reaches_every_grid_point_and_headroom_buys_service() -> None:
     obs = Observation(demand, 60.0, 200, spec, train_window=200)
     calls: list[tuple[str, int, int]] = []
     result = sweep(obs, ["static", "reactive"], progress=lambda *a: calls.append(a))
-    # static: every headroom; reactive: every utilization x both tolerances
-    sizes = [len(STATIC_HEADROOM), len(UTILIZATION_GRID) * len(TOLERANCE_GRID)]
+    # static: every headroom; reactive: every utilization x both tolerances, and the rungs
+    sizes = [len(STATIC_HEADROOM), len(UTILIZATION_GRID) * len(TOLERANCE_GRID) + len(REACH)]
     assert [len(points) for points in result.values()] == sizes
     assert calls[-1] == ("reactive", sum(sizes), sum(sizes))
     static = result["static"]
@@ -62,8 +63,3 @@ def test_sweep_reaches_every_grid_point_and_headroom_buys_service() -> None:
     # more headroom costs more and never serves less
     assert costs == sorted(costs)
     assert lost == sorted(lost, reverse=True)
-    # given settings replace a named policy's grid, the others keep theirs
-    given = sweep(obs, ["static", "reactive"], grids={"static": ({"headroom": 3.0},)})
-    assert [p.params for p in given["static"]] == [{"headroom": 3.0}]
-    assert given["static"][0].metrics.cost > costs[-1]  # past the grid's largest headroom
-    assert [p.params for p in given["reactive"]] == [p.params for p in result["reactive"]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from forecaster.activation import ACTIVATION_GRID, activation_quantile
 from forecaster.policies import Observation, QuantileForecast, make_policy, policy_class
 from forecaster.policies.hybrid import TAIL_BUFFER, TAIL_UTILIZATION
 from forecaster.policies.predictive import QUANTILE_GRID
+from forecaster.policies.reach import BESIDE, REACH
 from forecaster.policies.reactive import REACTIVE_PATH_GRID, TOLERANCE_GRID
 from forecaster.workload import WorkloadSpec
 
@@ -25,11 +27,13 @@ def test_hybrid_grid_is_the_joint_product() -> None:
     pairs = {(p["quantile"], p["target_utilization"], p["tolerance"]) for p in joint}
     assert len(joint) == len(pairs) == len(QUANTILE_GRID) * len(REACTIVE_PATH_GRID) * 2
     # the extra margin points sit past the top quantile, more conservative than any other:
-    # a lower forecast utilization, or the warm buffer at its top quantile
-    tail = [p for p in grid if p["forecast_utilization"] < 1.0]
+    # a lower forecast utilization, the warm buffer at its top quantile, or a rung of reach
+    rungs = [p for p in grid if p["forecast_utilization"] in REACH]
+    tail = [p for p in grid if p["forecast_utilization"] in TAIL_UTILIZATION]
     buffered = [p for p in grid if p["buffer_quantile"] > 0]
-    assert {p["quantile"] for p in tail + buffered} == {QUANTILE_GRID[-1]}
+    assert {p["quantile"] for p in tail + buffered + rungs} == {QUANTILE_GRID[-1]}
     assert len(tail) == len(TAIL_UTILIZATION) * len(REACTIVE_PATH_GRID) * 2
+    assert len(joint) + len(tail) + len(buffered) + len(rungs) == len(grid)
     assert {p["buffer_quantile"] for p in buffered} == set(TAIL_BUFFER)
     assert len(buffered) == len(TAIL_BUFFER) * len(REACTIVE_PATH_GRID) * 2
     assert {p["forecast_utilization"] for p in buffered} == {1.0}
@@ -93,8 +97,42 @@ def test_the_reactive_hpa_knob_is_searched_finely() -> None:
     utilizations = sorted(
         {p["target_utilization"] for p in policy_class("reactive").sweep_grid(SPEC)}
     )
-    assert max(b - a for a, b in itertools.pairwise(utilizations)) <= 0.025 + 1e-12
-    assert utilizations[0] <= 0.3 and utilizations[-1] == 1.0
+    fine = [u for u in utilizations if u not in REACH]
+    assert max(b - a for a, b in itertools.pairwise(fine)) <= 0.025 + 1e-12
+    assert fine[0] <= 0.3 and fine[-1] == 1.0
+    assert min(fine) > max(REACH)  # the rungs lie past the cautious end
+
+
+# The margin each open-ended policy's path carries at a rung: (name, knob, value at u).
+RUNG_MARGINS = [
+    ("reactive", "target_utilization", lambda u: u),
+    ("dynamo-planner", "target_utilization", lambda u: u),
+    ("predictive", "target_utilization", lambda u: u),
+    ("hybrid", "forecast_utilization", lambda u: u),
+    ("aws-predictive", "forecast_utilization", lambda u: u),
+    ("crane-dsp", "margin", lambda u: 1 / u - 1),
+    ("seasonal-naive", "headroom", lambda u: 1 / u),
+]
+
+
+@pytest.mark.parametrize(("name", "knob", "at"), RUNG_MARGINS)
+def test_every_open_ended_grid_reaches_the_same_rungs(
+    name: str, knob: str, at: Callable[[float], float]
+) -> None:
+    """Equal reach: each open-ended policy sizes its margin-carrying path at the same rung
+    utilizations, past the most cautious setting of its fine grid."""
+    grid = policy_class(name).sweep_grid(SPEC)
+    rung_values = [at(u) for u in REACH]
+    reached = [p for p in grid if any(np.isclose(p.get(knob, np.nan), v) for v in rung_values)]
+    assert sorted(p[knob] for p in reached) == pytest.approx(sorted(rung_values))
+    for params in reached:
+        make_policy(name, **params)  # the policy accepts it
+    # past the fine grid: a margin (the rungs' replicas per unit of load) above all of it
+    margin = (lambda v: 1 / v) if knob.endswith("utilization") else (lambda v: v)
+    fine = [margin(p[knob]) for p in grid if p not in reached]
+    assert min(margin(v) for v in rung_values) > max(fine)
+    if knob != "target_utilization":  # beside the reactive path at its hottest
+        assert all(p["target_utilization"] == BESIDE["target_utilization"] for p in reached)
 
 
 def test_waking_from_zero_tunes_the_activation_probability_at_the_same_budget() -> None:
