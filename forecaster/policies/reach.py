@@ -4,9 +4,9 @@ On bursty traces the SLO can take more margin than the fine part of a grid reach
 larger than any quantile foresees. Each policy whose margin is open-ended then gets the same
 four rungs, the path that carries its margin sized at utilization ``u`` of :data:`REACH`
 (4x to 10x what that path sizes for), so none meets the SLO, or misses it, for having been
-given less reach than another. Where a fine grid already holds the SLO a rung costs more
-than the setting that does, so tuning picks a rung only where the SLO needs it: on the
-bursty traces of ``benchmarks/backtest_savings.py``, none of the smooth ones.
+given less reach than another. Tuning picks a rung only where no cheaper setting holds the
+tuning rule: on the bursty traces of ``benchmarks/backtest_savings.py``, on none of the
+smooth ones.
 
 ``keda-cron`` and ``buffered`` size from quantiles that end at the training window's
 maximum: their grids already end at the most cautious setting their rule has. ``static``
