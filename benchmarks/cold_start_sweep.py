@@ -57,6 +57,7 @@ from prewarm.payoff import (
     NONE_MEETS,
     PAYS,
     cold_start_row,
+    verdicts,
     where_it_stops,
 )
 from prewarm.spans import duration_text
@@ -222,11 +223,6 @@ def _policy_table(
     return lines
 
 
-def verdicts(trace: Mapping[str, Any]) -> dict[int, str]:
-    """Cold start (seconds) -> whether prediction pays there."""
-    return {int(c): row["verdict"] for c, row in trace["cold_starts"].items()}
-
-
 def markdown(rows: Mapping[str, Mapping[str, Any]], args: argparse.Namespace, wall: float) -> str:
     """The results as a Markdown report."""
     policies = list(args.policies)
@@ -272,7 +268,7 @@ def markdown(rows: Mapping[str, Mapping[str, Any]], args: argparse.Namespace, wa
         "",
     ]
     for name, trace in rows.items():
-        lines.append(f"- **{name}**: {where_it_stops(verdicts(trace))}.")
+        lines.append(f"- **{name}**: {where_it_stops(verdicts(trace['cold_starts']))}.")
     lines += [
         "",
         "Each trace and cold start:",

@@ -277,12 +277,11 @@ def _sweep(
     for note in notes:
         out.print(note, markup=False, highlight=False, soft_wrap=True)
     if json_path is not None:
-        verdicts = {c: row["verdict"] for c, row in rows.items()}
         document = {
             "data": {"path": str(data)},
             "tuning_margin": settings.tuning_margin,
             "cold_starts": {str(c): row for c, row in rows.items()},
-            "where_it_stops": payoff.where_it_stops(verdicts),
+            "where_it_stops": payoff.where_it_stops(payoff.verdicts(rows)),
             "notes": notes,
         }
         json_path.parent.mkdir(parents=True, exist_ok=True)

@@ -111,6 +111,12 @@ def where_it_stops(verdicts: Mapping[int, str]) -> str:
     return text
 
 
+def verdicts(rows: Mapping[Any, Mapping[str, Any]]) -> dict[int, str]:
+    """Cold start (seconds) -> :func:`compare`'s verdict there, from :func:`sweep`'s rows
+    (keyed by seconds, or by their text in a JSON document)."""
+    return {int(c): row["verdict"] for c, row in rows.items()}
+
+
 def _grouped(verdicts: Mapping[int, str]) -> str:
     groups: dict[str, list[int]] = {}
     for cold_start in sorted(verdicts):
@@ -203,13 +209,12 @@ def sweep_table(rows: Mapping[int, Mapping[str, Any]]) -> tables.TableSpec:
                 ],
             )
         )
-    verdicts = {int(c): row["verdict"] for c, row in rows.items()}
     return tables.TableSpec(
         title="Where prediction pays, deployed out of sample: the cheapest predictive policy "
         "meeting the SLO against the tuned reactive HPA, per cold start",
         key="cold start",
         headers=("reactive", "hybrid", "best\npredictive", "saving vs\nreactive", "prediction"),
         rows=lines,
-        notes=[f"Prediction {where_it_stops(verdicts)}."],
+        notes=[f"Prediction {where_it_stops(verdicts(rows))}."],
         left=("best\npredictive", "prediction"),
     )

@@ -13,7 +13,7 @@ from forecaster.activation import KedaActivation, awake_replicas, is_active
 from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import FleetMetric, HPABehavior, HPAController
-from forecaster.policies.reach import rungs
+from forecaster.policies.reach import BESIDE, rungs
 from forecaster.workload import WorkloadSpec
 
 # Usage a forecast-driven path adds to the HPA: (value per sync tick, averageValue target).
@@ -108,7 +108,7 @@ class ReactivePolicy:
             {"target_utilization": u, "tolerance": t}
             for u, t in itertools.product(UTILIZATION_GRID, TOLERANCE_GRID)
         )
-        return fine + rungs(lambda u: {"target_utilization": u, "tolerance": 0.1})
+        return fine + rungs(lambda u: {"target_utilization": u, "tolerance": BESIDE["tolerance"]})
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the HPA keeps at each simulation step."""
