@@ -9,8 +9,8 @@ window left at most a fraction (1, 1/2, 1/4) of the SLO's unserved work. Every p
 to the same rule; each is scored on validation against the SLO itself.
 
 It reports, per rule: how many of the policies meet the SLO on validation on each trace,
-hybrid's validation cost (or what it leaves unserved), and what the margin costs where the
-plain rule already held.
+hybrid's validation cost (or what it leaves unserved), what the margin costs where the
+plain rule already held, and every policy's validation cost under each rule.
 
 Run: ``.venv/bin/python benchmarks/tuning_rules.py [--model lightgbm] [--traces a,b]
 [--data ../shared/data]``. Writes ``benchmarks/results/tuning_rules.md`` and ``.json``
@@ -91,11 +91,30 @@ def run(name: str, data: Path, model: str) -> dict[str, Any]:
     }
 
 
-def _hybrid_cell(row: Mapping[str, Any]) -> str:
-    hybrid = row["hybrid"]
-    if hybrid["meets_slo"]:
-        return f"{hybrid['cost']:,.0f}"
-    return f"misses ({100 * hybrid['unserved_fraction']:.2f}%)"
+def _cell(tuned: Mapping[str, Any]) -> str:
+    """A tuned policy's validation cost, or what it leaves unserved where it misses."""
+    if tuned["meets_slo"]:
+        return f"{tuned['cost']:,.0f}"
+    return f"misses ({100 * tuned['unserved_fraction']:.2f}%)"
+
+
+def _policy_tables(rows: Mapping[str, Mapping[str, Any]], labels: Sequence[str]) -> list[str]:
+    """Per rule, every policy's validation cost on every trace: the full savings table that
+    rule gives (the savings benchmark's at rule ``1/2``)."""
+    lines = []
+    for x in labels:
+        lines += [
+            "",
+            f"## Validation cost per policy, rule {x}",
+            "",
+            "| trace | " + " | ".join(POLICIES) + " |",
+            "|---|" + "---:|" * len(POLICIES),
+        ]
+        lines += [
+            f"| {name} | " + " | ".join(_cell(row["rules"][x][p]) for p in POLICIES) + " |"
+            for name, row in rows.items()
+        ]
+    return lines
 
 
 def _peers_beaten(row: Mapping[str, Any]) -> str:
@@ -108,7 +127,8 @@ def _peers_beaten(row: Mapping[str, Any]) -> str:
 
 
 def markdown(rows: Mapping[str, Mapping[str, Any]], model: str) -> str:
-    """The report: per trace and rule, policies meeting the SLO, hybrid's cost and peers."""
+    """The report: per trace and rule, policies meeting the SLO, hybrid's cost and peers,
+    then every policy's validation cost under each rule."""
     labels = [label(m) for m in MARGINS]
     seconds = sum(r["seconds"] for r in rows.values())
     lines = [
@@ -139,7 +159,7 @@ def markdown(rows: Mapping[str, Mapping[str, Any]], model: str) -> str:
             f"| {name} | "
             + " | ".join(f"{m}/{len(POLICIES)}" for m in meets)
             + " | "
-            + " | ".join(_hybrid_cell(rules[x]) for x in labels)
+            + " | ".join(_cell(rules[x]["hybrid"]) for x in labels)
             + " | "
             + " | ".join(_peers_beaten(rules[x]) for x in labels)
             + " |"
@@ -163,7 +183,7 @@ def markdown(rows: Mapping[str, Mapping[str, Any]], model: str) -> str:
             continue
         mean = sum(ratios) / len(ratios)
         lines.append(f"- rule {x}: {mean:.3f}x over {len(ratios)} policy-trace pairs")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _policy_tables(rows, labels)) + "\n"
 
 
 def main() -> None:

@@ -59,6 +59,15 @@ def test_the_report_counts_the_policies_meeting_the_slo_and_the_peers_beaten() -
     assert f"| t | {n}/{n} | {n - 2}/{n} | {n - 2}/{n} | 8 | misses (1.00%) |" in text
     assert "| 4/4 | - | - |" in text
     assert f"rule 1/2: {((n - 1) * 1.2 + 9 / 8) / n:.3f}x over {n} policy-trace pairs" in text
+    # every policy's cost under each rule, in the policies' order
+    header = "| trace | " + " | ".join(POLICIES) + " |"
+    plain_table, strict_table = text.split("## Validation cost per policy, rule ")[1:3]
+    assert plain_table.startswith("1\n") and strict_table.startswith("1/2\n")
+    cells = {p: "8" if p == "hybrid" else "10" for p in POLICIES}
+    assert header + "\n" in plain_table
+    assert "| t | " + " | ".join(cells[p] for p in POLICIES) + " |" in plain_table
+    strict_cells = {p: "misses (1.00%)" if p in ("static", "hybrid") else "12" for p in POLICIES}
+    assert "| t | " + " | ".join(strict_cells[p] for p in POLICIES) + " |" in strict_table
 
 
 def test_the_report_says_when_no_pair_met_the_plain_rule() -> None:
