@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from forecaster.policies.base import Grid
 
-REACH = (0.25, 0.2, 0.15, 0.1)
+REACH: tuple[float, ...] = (0.25, 0.2, 0.15, 0.1)
 # A forecast path's rung runs beside the reactive path at its hottest, with the HPA's own
 # tolerance band: the rung carries all the margin.
 BESIDE = {"target_utilization": 1.0, "tolerance": 0.1}

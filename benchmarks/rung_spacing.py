@@ -1,0 +1,214 @@
+"""How much the tuned rows on bursty traffic depend on the spacing of the rungs of reach.
+
+Every open-ended grid ends in the same rungs (:mod:`forecaster.policies.reach`: the path
+that carries the margin sized at utilization 0.25, 0.2, 0.15 and 0.1). Tuning takes each
+policy's cheapest setting that holds the rule on the tuning half; where that is a rung, a
+ladder with more rungs offers cheaper settings closer to the edge, which can pass the tuning
+half and miss on validation. This benchmark runs the savings benchmark's backtest of each
+trace twice in one run, on the served ladder and on another (by default 0.025 apart from
+0.275 to 0.1, the reactive knob's own spacing above 0.3), every policy given the same
+ladder, and reports each policy's validation cost side by side and what happens to hybrid's
+verdicts against the reactive HPA and the peers.
+
+Run: ``.venv/bin/python benchmarks/rung_spacing.py [--ladder 0.275,0.25,...] [--traces a,b]
+[--jobs 2] [--data ../shared/data]``. The default traces are the five where a tuned setting
+of ``benchmarks/results/backtest_savings.md`` is a rung; on the three others none is, and a
+rung is dearer than any setting of the fine grid. Writes ``benchmarks/results/
+rung_spacing.md`` and ``.json`` unless ``--out`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+if __name__ == "__main__" and not __package__:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.backtest_savings import DATA, POLICIES, RESULTS, loaders, trace_backtest
+from benchmarks.traces import chosen_traces
+from forecaster.models import DEFAULT_MODEL
+from forecaster.policies import PEER_POLICIES, reach
+from forecaster.policies.reactive import UTILIZATION_GRID
+from prewarm.backtest_report import knob_text
+
+BURSTY = (
+    "twitter_volume_amzn_5min",
+    "asg_cpu_utilization_5min",
+    "steady-diurnal",
+    "viral-launch",
+    "office-hours",
+)
+FINER = tuple(round(0.275 - 0.025 * i, 3) for i in range(8))
+
+
+def ladder_arg(text: str) -> tuple[float, ...]:
+    """``--ladder``: distinct utilizations, most first, each in (0, the fine grid's lowest)."""
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--ladder takes numbers, got {text[:80]!r}") from None
+    edge = min(UTILIZATION_GRID)
+    if not values or any(not 0 < v < edge for v in values):
+        raise argparse.ArgumentTypeError(
+            f"--ladder takes utilizations in (0, {edge}) past the fine grids, got {text[:80]!r}"
+        )
+    if list(values) != sorted(set(values), reverse=True):
+        raise argparse.ArgumentTypeError(
+            f"--ladder takes distinct utilizations from most to least, got {text[:80]!r}"
+        )
+    return values
+
+
+@contextmanager
+def ladder(utilizations: Sequence[float]) -> Iterator[None]:
+    """Every grid built inside ends in the rungs ``utilizations`` instead of the served ones.
+
+    The grids read :data:`forecaster.policies.reach.REACH` when built; the benchmark swaps it
+    for the span of one backtest, in its own worker process, and puts the served one back.
+    """
+    served = reach.REACH
+    reach.REACH = tuple(utilizations)
+    try:
+        yield
+    finally:
+        reach.REACH = served
+
+
+def run(name: str, data: Path, model: str, utilizations: Sequence[float]) -> dict[str, Any]:
+    """One trace's backtest on one ladder: each policy's tuned setting, scored on validation."""
+    began = time.perf_counter()
+    with ladder(utilizations):
+        result = trace_backtest(name, data, model)
+    return {
+        "deployed": {
+            policy: {
+                "settings": chosen.params,
+                "cost": chosen.validation.cost,
+                "unserved_fraction": chosen.validation.unserved_fraction,
+                "meets_slo": chosen.meets_slo,
+            }
+            for policy, chosen in result.deployed.items()
+        },
+        "seconds": time.perf_counter() - began,
+    }
+
+
+def _cost(row: Mapping[str, Any]) -> str:
+    if row["meets_slo"]:
+        return f"{row['cost']:,.0f}"
+    return f"misses ({100 * row['unserved_fraction']:.2f}%)"
+
+
+def verdict(deployed: Mapping[str, Mapping[str, Any]], other: str) -> str:
+    """Hybrid against ``other`` on validation: its saving where both hold the SLO, else who
+    holds it."""
+    ours, theirs = deployed["hybrid"], deployed[other]
+    if ours["meets_slo"] and theirs["meets_slo"]:
+        return f"{1 - ours['cost'] / theirs['cost']:+.1%}"
+    if ours["meets_slo"]:
+        return "only hybrid holds"
+    return f"only {other} holds" if theirs["meets_slo"] else "neither holds"
+
+
+def best_peer(deployed: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The cheapest peer that holds the SLO on validation, if one does."""
+    holding = [p for p in PEER_POLICIES if deployed[p]["meets_slo"]]
+    return min(holding, key=lambda p: deployed[p]["cost"]) if holding else None
+
+
+def _peer_cell(deployed: Mapping[str, Mapping[str, Any]]) -> str:
+    peer = best_peer(deployed)
+    if peer is None:
+        return "only hybrid holds" if deployed["hybrid"]["meets_slo"] else "none holds"
+    return f"{verdict(deployed, peer)} ({peer})"
+
+
+def markdown(
+    rows: Mapping[str, Mapping[str, Any]],
+    ladders: Mapping[str, Sequence[float]],
+    model: str,
+    seconds: float,
+    jobs: int,
+) -> str:
+    """The report: verdicts per trace and ladder, then every policy's cost on each."""
+    served, other = ladders
+    text = ", ".join(f"`{k}` ({', '.join(f'{u:g}' for u in v)})" for k, v in ladders.items())
+    lines = [
+        "# Rung spacing: how much the tuned rows depend on the ladder of reach",
+        "",
+        f"Forecast model `{model}`; the backtest of `benchmarks/backtest_savings.py` (cold "
+        "start 5 min, SLO 0.1 % unserved within 30 s, each policy's cheapest setting that left "
+        "at most half the SLO's unserved work on the first half, scored on the second), run on "
+        f"two ladders of rungs, every policy given the same: {text}. Generated by "
+        f"`benchmarks/rung_spacing.py` in {seconds:,.0f} s with {jobs} worker(s).",
+        "",
+        "Hybrid against the reactive HPA and against the cheapest peer holding the SLO "
+        "(`1 - hybrid / other` on validation where both hold it):",
+        "",
+        f"| trace | vs reactive, {served} | vs reactive, {other} "
+        f"| vs best peer, {served} | vs best peer, {other} |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, row in rows.items():
+        cells = [verdict(row[k]["deployed"], "reactive") for k in ladders]
+        cells += [_peer_cell(row[k]["deployed"]) for k in ladders]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for name, row in rows.items():
+        lines += [
+            "",
+            f"## {name}",
+            "",
+            f"| policy | {served} | {other} | {other} / {served} | setting on {other}, where "
+            "it differs |",
+            "|---|---:|---:|---:|---|",
+        ]
+        for policy in POLICIES:
+            a, b = row[served]["deployed"][policy], row[other]["deployed"][policy]
+            ratio = f"{b['cost'] / a['cost']:.3f}" if a["cost"] > 0 else "-"
+            moved = "" if a["settings"] == b["settings"] else knob_text(b["settings"])
+            lines.append(f"| {policy} | {_cost(a)} | {_cost(b)} | {ratio} | {moved} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ladder", type=ladder_arg, default=FINER, help="Comma-separated.")
+    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--data", type=Path, default=DATA, help="Directory of the traces.")
+    parser.add_argument("--traces", default=",".join(BURSTY), help="Comma-separated subset.")
+    parser.add_argument("--jobs", type=int, default=1, help="Backtests run in parallel.")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="Where results are written.")
+    args = parser.parse_args()
+    names = chosen_traces(parser, list(loaders(args.data)), args.traces)
+    ladders = {"served": reach.REACH, "finer": args.ladder}
+    began = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = {
+            (n, k): pool.submit(run, n, args.data, args.model, v)
+            for n in names
+            for k, v in ladders.items()
+        }
+        rows: dict[str, dict[str, Any]] = {n: {} for n in names}
+        for (n, k), future in futures.items():
+            rows[n][k] = future.result()
+            print(f"{n} on the {k} ladder: {rows[n][k]['seconds']:.0f} s", file=sys.stderr)
+    seconds = time.perf_counter() - began
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "rung_spacing.md").write_text(
+        markdown(rows, ladders, args.model, seconds, args.jobs)
+    )
+    document = {"model": args.model, "ladders": ladders, "seconds": seconds, "traces": rows}
+    (args.out / "rung_spacing.json").write_text(json.dumps(document, indent=1, default=float))
+    print(f"wrote {args.out / 'rung_spacing'}.md and .json", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
