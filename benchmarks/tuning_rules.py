@@ -91,7 +91,7 @@ def run(name: str, data: Path, model: str) -> dict[str, Any]:
     }
 
 
-def _cell(tuned: Mapping[str, Any]) -> str:
+def cost_cell(tuned: Mapping[str, Any]) -> str:
     """A tuned policy's validation cost, or what it leaves unserved where it misses."""
     if tuned["meets_slo"]:
         return f"{tuned['cost']:,.0f}"
@@ -111,7 +111,7 @@ def _policy_tables(rows: Mapping[str, Mapping[str, Any]], labels: Sequence[str])
             "|---|" + "---:|" * len(POLICIES),
         ]
         lines += [
-            f"| {name} | " + " | ".join(_cell(row["rules"][x][p]) for p in POLICIES) + " |"
+            f"| {name} | " + " | ".join(cost_cell(row["rules"][x][p]) for p in POLICIES) + " |"
             for name, row in rows.items()
         ]
     return lines
@@ -159,7 +159,7 @@ def markdown(rows: Mapping[str, Mapping[str, Any]], model: str) -> str:
             f"| {name} | "
             + " | ".join(f"{m}/{len(POLICIES)}" for m in meets)
             + " | "
-            + " | ".join(_cell(rules[x]["hybrid"]) for x in labels)
+            + " | ".join(cost_cell(rules[x]["hybrid"]) for x in labels)
             + " | "
             + " | ".join(_peers_beaten(rules[x]) for x in labels)
             + " |"

@@ -62,7 +62,7 @@ def deployed(costs: dict[str, float | None]) -> dict[str, dict[str, object]]:
     for policy in POLICIES:
         cost = costs.get(policy, 100.0)
         rows[policy] = {
-            "settings": {"u": 0.2},
+            "params": {"u": 0.2},
             "cost": 100.0 if cost is None else cost,
             "unserved_fraction": 0.002 if cost is None else 0.0,
             "meets_slo": cost is not None,
@@ -81,16 +81,25 @@ def test_verdicts_say_who_holds_the_slo_and_the_saving_where_both_do() -> None:
     assert best_peer(deployed({p: None for p in PEER_POLICIES})) is None
 
 
-def test_the_report_sets_the_ladders_side_by_side() -> None:
+def test_the_report_sets_the_ladders_side_by_side_under_each_rule() -> None:
     served = deployed({"hybrid": 80.0})
     finer = deployed({"reactive": None, "hybrid": 90.0, "static": 120.0})
-    finer["hybrid"]["settings"] = {"u": 0.175}
-    rows = {"t": {"served": {"deployed": served}, "finer": {"deployed": finer}}}
+    finer["hybrid"]["params"] = {"u": 0.175}
+    strict = deployed({"hybrid": 95.0})
+    rows = {
+        "t": {
+            "served": {"rules": {"1": served, "1/2": served, "1/4": strict}},
+            "finer": {"rules": {"1": finer, "1/2": finer, "1/4": strict}},
+        }
+    }
     text = markdown(rows, {"served": (0.2, 0.1), "finer": (0.2, 0.15, 0.1)}, "m", 12.0, 2)
     assert "`served` (0.2, 0.1), `finer` (0.2, 0.15, 0.1)" in text
-    assert "in 12 s with 2 worker(s)" in text
+    assert "`1/2` is served" in text and "in 12 s with 2 worker(s)" in text
     best = PEER_POLICIES[0]  # every peer at 100: the first of the cheapest
     assert f"| t | +20.0% | only hybrid holds | +20.0% ({best}) | +10.0% ({best}) |" in text
+    # per rule, served / finer: the stricter rule agrees across the ladders here
+    assert "| t | +20.0% / only hybrid holds | +20.0% / only hybrid holds | +5.0% / +5.0% |" in text
+    assert "## t, rule 1/2" in text
     assert "| hybrid | 80 | 90 | 1.125 | u=0.175 |" in text
     assert "| reactive | 100 | misses (0.20%) | 1.000 |  |" in text
     assert "| static | 100 | 120 | 1.200 |  |" in text
