@@ -283,8 +283,8 @@ def _table(
     return lines
 
 
-def _policy_table(
-    rows: dict[str, dict[str, Any]], cell: Callable[[dict[str, Any], str], str]
+def policy_table(
+    rows: Mapping[str, Mapping[str, Any]], cell: Callable[[Mapping[str, Any], str], str]
 ) -> list[str]:
     """One row per trace, one ``cell(row, policy)`` per policy of :data:`POLICIES`."""
     lines = ["| trace | " + " | ".join(POLICIES) + " |", "|" + "---|" * (len(POLICIES) + 1)]
@@ -334,7 +334,7 @@ def markdown(
         "",
         "### Unserved fraction on validation, and scale events per hour",
         "",
-        *_policy_table(
+        *policy_table(
             rows,
             lambda row, p: (
                 f"{row['deployed'][p]['unserved_fraction']:.2%}, "
@@ -347,7 +347,7 @@ def markdown(
         "Each policy's setting with the least unserved work on the tuning window, scored on",
         "validation: unserved fraction and cost.",
         "",
-        *_policy_table(
+        *policy_table(
             rows,
             lambda row, p: (
                 f"{row['reach'][p]['unserved_fraction']:.3%} ({row['reach'][p]['cost']:,.0f})"

@@ -33,9 +33,10 @@ from typing import Any
 if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.backtest_savings import DATA, POLICIES, RESULTS, loaders, trace_backtest
+from benchmarks import tuning_rules
+from benchmarks.backtest_savings import DATA, POLICIES, RESULTS, loaders
 from benchmarks.traces import chosen_traces
-from benchmarks.tuning_rules import MARGINS, apply_rules, cost_cell, label
+from benchmarks.tuning_rules import MARGINS, cost_cell, label
 from forecaster.backtest.tuning import TUNING_MARGIN
 from forecaster.models import DEFAULT_MODEL
 from forecaster.policies import PEER_POLICIES, reach
@@ -86,16 +87,10 @@ def ladder(utilizations: Sequence[float]) -> Iterator[None]:
 
 
 def run(name: str, data: Path, model: str, utilizations: Sequence[float]) -> dict[str, Any]:
-    """One trace's backtest on one ladder, each policy tuned under every rule of
-    :mod:`benchmarks.tuning_rules` (the served one among them) and scored on validation."""
-    began = time.perf_counter()
+    """:func:`benchmarks.tuning_rules.run` on one ladder: the trace's backtest, each policy
+    tuned under every rule (the served one among them) and scored on validation."""
     with ladder(utilizations):
-        result = trace_backtest(name, data, model)
-    first = next(iter(result.deployed.values()))
-    return {
-        "rules": apply_rules(result.frontier, first.slo_unserved, first.validation_hours),
-        "seconds": time.perf_counter() - began,
-    }
+        return tuning_rules.run(name, data, model)
 
 
 def verdict(deployed: Mapping[str, Mapping[str, Any]], other: str) -> str:

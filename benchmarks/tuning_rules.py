@@ -23,14 +23,21 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.backtest_savings import DATA, POLICIES, RESULTS, loaders, trace_backtest
+from benchmarks.backtest_savings import (
+    DATA,
+    POLICIES,
+    RESULTS,
+    loaders,
+    policy_table,
+    trace_backtest,
+)
 from benchmarks.traces import chosen_traces
 from forecaster.backtest.frontier import PolicyPoint
 from forecaster.backtest.tuning import TUNING_MARGIN, deploy
@@ -103,18 +110,14 @@ def _policy_tables(rows: Mapping[str, Mapping[str, Any]], labels: Sequence[str])
     rule gives (the savings benchmark's at rule ``1/2``)."""
     lines = []
     for x in labels:
-        lines += [
-            "",
-            f"## Validation cost per policy, rule {x}",
-            "",
-            "| trace | " + " | ".join(POLICIES) + " |",
-            "|---|" + "---:|" * len(POLICIES),
-        ]
-        lines += [
-            f"| {name} | " + " | ".join(cost_cell(row["rules"][x][p]) for p in POLICIES) + " |"
-            for name, row in rows.items()
-        ]
+        lines += ["", f"## Validation cost per policy, rule {x}", ""]
+        lines += policy_table(rows, _costs_under(x))
     return lines
+
+
+def _costs_under(rule: str) -> Callable[[Mapping[str, Any], str], str]:
+    """A trace's row -> each policy's validation cost under ``rule``, as a table cell."""
+    return lambda row, policy: cost_cell(row["rules"][rule][policy])
 
 
 def _peers_beaten(row: Mapping[str, Any]) -> str:
