@@ -22,7 +22,6 @@ Writes ``feature_history.md`` and ``feature_history.json`` into ``--out`` (``_qu
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -36,6 +35,7 @@ import numpy as np
 if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.backtest_savings import write_results
 from benchmarks.forecast_accuracy import (
     ATTRIBUTION,
     DEFAULT_DATA,
@@ -204,12 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "datasets": results,
         "summary": {key: summary(results, key) for key in ("pinball", "window_pinball")},
     }
-    args.out.mkdir(parents=True, exist_ok=True)
     stem = "feature_history" + ("_quick" if args.quick else "")
-    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
-    markdown = render_markdown(report)
-    (args.out / f"{stem}.md").write_text(markdown)
-    print(markdown)
+    write_results(args.out / stem, report, render_markdown(report))
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The savings benchmark's merge of an earlier run: same model only, the later run's traces."""
+"""The savings benchmark's merge of an earlier run (same model, margin and features only, the
+later run's traces) and its ``--features``."""
 
 from __future__ import annotations
 
@@ -6,9 +7,17 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from benchmarks.backtest_savings import merged_rows
+from benchmarks.backtest_savings import (
+    backtest_settings,
+    features_arg,
+    features_text,
+    merged_rows,
+    workload,
+)
+from forecaster.features import FeatureConfig
 
 
 def _run(path: Path, model: str, traces: dict[str, dict[str, float]]) -> Path:
@@ -57,3 +66,47 @@ def test_merge_refuses_a_run_tuned_by_another_margin(
         merged_rows(argparse.ArgumentParser(), [plain], "lightgbm", 0.5)
     assert stopped.value.code == 2
     assert "a run of tuning margin 1.0, this one is 0.5" in capsys.readouterr().err
+
+
+def test_features_reach_the_model_and_name_only_what_they_change() -> None:
+    lags = features_arg('{"lags": [0, 1, 2, 3, 4, 5]}')
+    assert lags == FeatureConfig(lags=(0, 1, 2, 3, 4, 5))
+    spec = workload(np.arange(100.0))
+    assert backtest_settings(spec, ("hybrid",), "lightgbm", 0.5, lags).model_params == {
+        "features": lags
+    }
+    assert backtest_settings(spec, ("hybrid",), "lightgbm", 0.5).model_params == {}
+    assert features_text(lags) == ' with features `{"lags": [0, 1, 2, 3, 4, 5]}`'
+    assert features_text(None) == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{lags", "Expecting property name"),
+        ("[0, 1]", "expected a JSON object of FeatureConfig fields"),
+        ('{"lagz": [0]}', "lagz"),
+        ('{"lags": [-1]}', "must be whole cells >= 0"),
+    ],
+)
+def test_bad_features_are_refused_echoing_the_value(text: str, says: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        features_arg(text)
+    assert repr(text) in str(refused.value) and says in str(refused.value)
+
+
+def test_merge_refuses_a_run_with_other_features(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    served = _run(tmp_path / "served.json", "lightgbm", {"asg": {"seconds": 1.0}})
+    lags = FeatureConfig(lags=(0, 1))
+    with pytest.raises(SystemExit) as stopped:
+        merged_rows(argparse.ArgumentParser(), [served], "lightgbm", 0.5, lags)
+    assert stopped.value.code == 2
+    assert "a run with features None, this one has {'lags': [0, 1]}" in capsys.readouterr().err
+    document = {"model": "lightgbm", "tuning_margin": 0.5, "features": {"lags": [0, 1]}}
+    longer = tmp_path / "lags.json"
+    longer.write_text(json.dumps({**document, "traces": {"nyc": {"seconds": 2.0}}}))
+    assert merged_rows(argparse.ArgumentParser(), [longer], "lightgbm", 0.5, lags) == {
+        "nyc": {"seconds": 2.0}
+    }
