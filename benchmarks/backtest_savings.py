@@ -116,16 +116,17 @@ def margin_arg(text: str) -> float:
     return value
 
 
-def features_arg(text: str) -> FeatureConfig:
+def features_arg(text: str) -> FeatureConfig | None:
     """``--features``: :class:`FeatureConfig` fields as a JSON object, checked as the training
-    configuration checks them."""
+    configuration checks them; None when they are the defaults (a run of the defaults)."""
     try:
         fields = json.loads(text)
         if not isinstance(fields, dict):
             raise ValueError("expected a JSON object of FeatureConfig fields")
-        return FeatureConfig.from_dict(fields)
+        features = FeatureConfig.from_dict(fields)
     except (ValueError, TypeError, ConfigError) as exc:
         raise argparse.ArgumentTypeError(f"{text[:80]!r}: {exc}") from None
+    return None if features == FeatureConfig() else features
 
 
 def add_tuning_margin(parser: argparse.ArgumentParser) -> None:

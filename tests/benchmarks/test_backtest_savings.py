@@ -78,6 +78,7 @@ def test_features_reach_the_model_and_name_only_what_they_change() -> None:
     assert backtest_settings(spec, ("hybrid",), "lightgbm", 0.5).model_params == {}
     assert features_text(lags) == ' with features `{"lags": [0, 1, 2, 3, 4, 5]}`'
     assert features_text(None) == ""
+    assert features_arg('{"lags": [0, 1, 2, 3, 6]}') is None  # the defaults: a default run
 
 
 @pytest.mark.parametrize(
