@@ -49,6 +49,7 @@ from benchmarks.forecast_accuracy import (
     Dataset,
     evaluate_dataset,
     load_datasets,
+    with_features,
 )
 from forecaster.buffer import hour_of_day, min_per_hour, relative_increase, training_level
 from forecaster.calibration import ConformalCalibrator, coverage
@@ -76,10 +77,7 @@ def forecast_rows(
     contenders: dict[str, tuple[str, Any]] = {}
     for name in models:
         contenders[name] = ("prewarm", make_model)
-        contenders[f"{name}+bursts"] = (
-            "prewarm",
-            lambda _, base=name, **kw: make_model(base, features=bursts, **kw),
-        )
+        contenders[f"{name}+bursts"] = ("prewarm", with_features(name, bursts))
     report = evaluate_dataset(dataset, contenders, eval_days)
     return dict(report["models"])
 

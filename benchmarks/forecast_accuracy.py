@@ -49,6 +49,7 @@ if __name__ == "__main__" and not __package__:
 from benchmarks.peers import PEERS, make_peer
 from benchmarks.traces import TRACES, chosen_traces
 from forecaster.evaluation import RollingOrigin, evaluate
+from forecaster.features import FeatureConfig
 from forecaster.frame import regularize, validate_frame
 from forecaster.models import MODELS, make_model
 from forecaster.scenarios import SCENARIOS
@@ -182,6 +183,13 @@ class Dataset:
 
 
 Factory = Callable[..., Any]
+
+
+def with_features(model: str, features: FeatureConfig) -> Factory:
+    """A contender's factory: the registered ``model`` with ``features`` for its defaults."""
+    return lambda _name, **params: make_model(model, features=features, **params)
+
+
 Progress = Callable[[str, int, int], None]
 
 

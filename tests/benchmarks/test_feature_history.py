@@ -73,6 +73,7 @@ def test_the_summary_counts_wins_worst_and_geometric_mean_over_traces() -> None:
         "geomean": pytest.approx(2**0.5),
     }
     assert summary(datasets, "pinball")["windows to 1d"]["better"] == 0
+    assert set(summary(datasets, "pinball")) == set(FEATURE_SETS) - {DEFAULT_SET}
 
 
 def test_the_report_shows_each_ratio_and_a_failed_set() -> None:
