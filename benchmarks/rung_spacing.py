@@ -110,7 +110,8 @@ def best_peer(deployed: Mapping[str, Mapping[str, Any]]) -> str | None:
     return min(holding, key=lambda p: deployed[p]["cost"]) if holding else None
 
 
-def _peer_cell(deployed: Mapping[str, Mapping[str, Any]]) -> str:
+def peer_cell(deployed: Mapping[str, Mapping[str, Any]]) -> str:
+    """Hybrid against the cheapest peer holding the SLO, naming it; or who holds it."""
     peer = best_peer(deployed)
     if peer is None:
         return "only hybrid holds" if deployed["hybrid"]["meets_slo"] else "none holds"
@@ -148,7 +149,7 @@ def markdown(
     ]
     for name, row in rows.items():
         cells = [verdict(row[k]["rules"][rule], "reactive") for k in ladders]
-        cells += [_peer_cell(row[k]["rules"][rule]) for k in ladders]
+        cells += [peer_cell(row[k]["rules"][rule]) for k in ladders]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     labels = [label(m) for m in MARGINS]
     lines += [
