@@ -5,10 +5,12 @@ calibration sample), so a saving measured with one seed carries that draw's luck
 benchmark runs the savings benchmark's backtest of each trace once with the served seed,
 every policy swept and tuned as ``benchmarks/backtest_savings.py`` does, and again for each
 other seed with only hybrid (no other policy reads the model: their rows are the same for
-every seed). Each seed's hybrid is tuned by the served rule against the same rows, and the
-report gives hybrid's validation cost per seed, its spread, its verdicts against the
+every seed). Each seed's hybrid is tuned against the same rows, and the report gives, under
+the served rule, hybrid's validation cost per seed, its spread, its verdicts against the
 reactive HPA and the cheapest peer holding the SLO, and the lowest unserved fraction it
-reaches, per seed. The simulator's seed (the cold starts' draws) is the same throughout.
+reaches; and under each rule of ``benchmarks/tuning_rules.py`` (applied to the same
+simulated settings), how many seeds hold the SLO and the range of hybrid's saving over the
+reactive HPA. The simulator's seed (the cold starts' draws) is the same throughout.
 
 Run: ``.venv/bin/python benchmarks/model_seed.py [--seeds 1,2,3] [--traces a,b] [--jobs 2]
 [--model lightgbm-window] [--data ../shared/data]``. Writes ``benchmarks/results/
@@ -43,14 +45,15 @@ from benchmarks.backtest_savings import (
 )
 from benchmarks.rung_spacing import peer_cell, verdict
 from benchmarks.traces import chosen_traces
-from benchmarks.tuning_rules import apply_rules, cost_cell, label
+from benchmarks.tuning_rules import MARGINS, apply_rules, cost_cell, label
 from forecaster.backtest.run import BacktestSettings, backtest
-from forecaster.backtest.tuning import VALIDATION, safest
+from forecaster.backtest.tuning import TUNING_MARGIN, VALIDATION, safest
 from forecaster.exceptions import ConfigError
 from forecaster.frame import infer_step
 from forecaster.models import DEFAULT_MODEL, make_model
 
 SEEDS = (1, 2, 3)
+SERVED = label(TUNING_MARGIN)
 
 
 def seeds_arg(text: str) -> tuple[int, ...]:
@@ -92,12 +95,12 @@ def seed_rows(
     settings: BacktestSettings,
     seeds: Sequence[int],
 ) -> dict[str, dict[str, Any]]:
-    """Seed -> every policy tuned by ``settings``' rule (hybrid planning on that seed's
-    model, the others as served) and hybrid's and the reactive HPA's lowest unserved
-    fraction, each scored on validation. The served seed comes first."""
+    """Seed -> every policy tuned under each rule of :data:`benchmarks.tuning_rules.MARGINS`
+    (hybrid planning on that seed's model, the others as served) and hybrid's and the
+    reactive HPA's lowest unserved fraction, each scored on validation. The served seed
+    comes first."""
     served = backtest(values, times, step, settings)
     first = next(iter(served.deployed.values()))
-    rule = label(settings.tuning_margin)
     rows = {}
     for seed in (settings.seed, *seeds):
         ours = (
@@ -106,14 +109,12 @@ def seed_rows(
             else backtest(values, times, step, seeded(settings, seed))
         )
         frontier = {**served.frontier, "hybrid": ours.frontier["hybrid"]}
-        tuned = apply_rules(
-            frontier, first.slo_unserved, first.validation_hours, (settings.tuning_margin,)
-        )
+        rules = apply_rules(frontier, first.slo_unserved, first.validation_hours)
         lowest = {
             policy: safest(frontier[policy]).windows[VALIDATION].unserved_fraction
             for policy in ("hybrid", "reactive")
         }
-        rows[str(seed)] = {"deployed": tuned[rule], "lowest": lowest}
+        rows[str(seed)] = {"rules": rules, "lowest": lowest}
     return rows
 
 
@@ -128,29 +129,52 @@ def run(name: str, data: Path, model: str, seeds: Sequence[int]) -> dict[str, An
     return {"seeds": rows, "seconds": time.perf_counter() - began}
 
 
-def spread(row: Mapping[str, Any]) -> str:
+def tuned(row: Mapping[str, Any], rule: str = SERVED) -> list[dict[str, Any]]:
+    """A trace's policies tuned under ``rule``, one mapping per seed, the served seed first."""
+    return [s["rules"][rule] for s in row["seeds"].values()]
+
+
+def spread(row: Mapping[str, Any], rule: str = SERVED) -> str:
     """Hybrid's costliest over its cheapest validation cost among the seeds that hold the
-    SLO, minus one; how many seeds hold it."""
-    runs = [s["deployed"]["hybrid"] for s in row["seeds"].values()]
+    SLO under ``rule``, minus one; how many seeds hold it."""
+    runs = [d["hybrid"] for d in tuned(row, rule)]
     held = [r["cost"] for r in runs if r["meets_slo"]]
     text = f"{max(held) / min(held) - 1:.1%}" if len(held) > 1 else "-"
     return f"{text} ({len(held)} of {len(runs)} hold)"
 
 
+def against_reactive(row: Mapping[str, Any], rule: str) -> str:
+    """Hybrid's saving over the reactive HPA under ``rule``, its range over the seeds where
+    both hold the SLO, and on how many seeds they do."""
+    runs = tuned(row, rule)
+    saved = [
+        1 - d["hybrid"]["cost"] / d["reactive"]["cost"]
+        for d in runs
+        if d["hybrid"]["meets_slo"] and d["reactive"]["meets_slo"]
+    ]
+    if not saved:
+        return f"- ({len(saved)} of {len(runs)})"
+    return f"{min(saved):+.1%} to {max(saved):+.1%} ({len(saved)} of {len(runs)})"
+
+
 def markdown(rows: Mapping[str, Mapping[str, Any]], model: str, seconds: float, jobs: int) -> str:
-    """The report: hybrid's cost per seed and its spread, its verdicts per seed, and the
-    lowest unserved fraction per seed."""
+    """The report: hybrid's cost per seed and its spread, its verdicts per seed, the lowest
+    unserved fraction per seed (the served rule), then the spread under each rule."""
     seeds = list(next(iter(rows.values()))["seeds"])
     head = " | ".join(f"seed {s}{' (served)' if i == 0 else ''}" for i, s in enumerate(seeds))
     bar = "---:|" * len(seeds)
+    labels = [label(m) for m in MARGINS]
     lines = [
         "# Model seed: how much of each saving is the forecast model's draw",
         "",
         f"Forecast model `{model}`; the backtest of `benchmarks/backtest_savings.py` (cold start "
-        "5 min, SLO 0.1 % unserved within 30 s, every policy tuned on the first half to half "
-        "the SLO and scored on the second), once with the served seed and again with hybrid "
-        "alone for each other seed of the model (`random_state`); the other policies read no "
-        "model, and the simulator's seed is the same throughout. Generated by "
+        "5 min, SLO 0.1 % unserved within 30 s, every policy tuned on the first half and "
+        "scored on the second), once with the served seed and again with hybrid alone for "
+        "each other seed of the model (`random_state`); the other policies read no model, "
+        "and the simulator's seed is the same throughout. Tables are under the served rule "
+        f"(`{SERVED}`: each policy's cheapest setting leaving at most half the SLO's unserved "
+        "work on the tuning half) but the last, which applies each rule of "
+        "`benchmarks/tuning_rules.py` to the same simulated settings. Generated by "
         f"`benchmarks/model_seed.py` in {seconds:,.0f} s with {jobs} worker(s).",
         "",
         "## Hybrid's validation cost",
@@ -159,7 +183,7 @@ def markdown(rows: Mapping[str, Mapping[str, Any]], model: str, seconds: float, 
         f"|---|{bar}---|",
     ]
     for name, row in rows.items():
-        cells = [cost_cell(s["deployed"]["hybrid"]) for s in row["seeds"].values()]
+        cells = [cost_cell(d["hybrid"]) for d in tuned(row)]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {spread(row)} |")
     lines += [
         "",
@@ -171,7 +195,7 @@ def markdown(rows: Mapping[str, Mapping[str, Any]], model: str, seconds: float, 
         f"|---|{bar}{bar}",
     ]
     for name, row in rows.items():
-        runs = [s["deployed"] for s in row["seeds"].values()]
+        runs = tuned(row)
         cells = [verdict(d, "reactive") for d in runs] + [peer_cell(d) for d in runs]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += [
@@ -190,11 +214,29 @@ def markdown(rows: Mapping[str, Mapping[str, Any]], model: str, seconds: float, 
         lines.append(
             f"| {name} | " + " | ".join(cells) + f" | {runs[0]['lowest']['reactive']:.3%} |"
         )
+    lines += [
+        "",
+        "## Under each tuning rule",
+        "",
+        "Hybrid's cost spread among the seeds that hold the SLO (how many do), and its saving "
+        "over the reactive HPA, lowest to highest over the seeds where both hold it (on how "
+        "many).",
+        "",
+        "| trace | "
+        + " | ".join(f"spread, rule {x}" for x in labels)
+        + " | "
+        + " | ".join(f"vs reactive, rule {x}" for x in labels)
+        + " |",
+        "|---|" + "---|" * (2 * len(labels)),
+    ]
+    for name, row in rows.items():
+        cells = [spread(row, x) for x in labels] + [against_reactive(row, x) for x in labels]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "## Hybrid's tuned setting per seed", ""]
     for name, row in rows.items():
         parts = [
-            f"seed {s}: {_knobs(r['deployed']['hybrid']['params'])}"
-            for s, r in row["seeds"].items()
+            f"seed {s}: {_knobs(d['hybrid']['params'])}"
+            for s, d in zip(row["seeds"], tuned(row), strict=True)
         ]
         lines.append(f"- **{name}**: " + "; ".join(parts))
     return "\n".join(lines) + "\n"

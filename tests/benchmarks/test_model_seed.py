@@ -10,7 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.model_seed import check_seeded, markdown, seed_rows, seeded, seeds_arg, spread
+from benchmarks.model_seed import (
+    SERVED,
+    against_reactive,
+    check_seeded,
+    markdown,
+    seed_rows,
+    seeded,
+    seeds_arg,
+    spread,
+)
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.backtest.tuning import VALIDATION, safest
 from forecaster.exceptions import ConfigError
@@ -47,19 +56,22 @@ def test_the_served_seed_comes_first_and_is_the_served_backtest(
 ) -> None:
     assert list(rows) == ["0", "1"]
     served = backtest(*trace(), STEP, SETTINGS)
+    assert set(rows["0"]["rules"]) == {"1", "1/2", "1/4"}
     for policy in ("reactive", "hybrid"):
         chosen = served.deployed[policy]
-        assert rows["0"]["deployed"][policy]["params"] == chosen.params
-        assert rows["0"]["deployed"][policy]["cost"] == chosen.validation.cost
+        assert rows["0"]["rules"][SERVED][policy]["params"] == chosen.params
+        assert rows["0"]["rules"][SERVED][policy]["cost"] == chosen.validation.cost
     lowest = safest(served.frontier["hybrid"]).windows[VALIDATION].unserved_fraction
     assert rows["0"]["lowest"]["hybrid"] == lowest
 
 
 def test_another_seed_moves_hybrid_and_nothing_else(rows: dict[str, dict[str, Any]]) -> None:
-    assert rows["1"]["deployed"]["reactive"] == rows["0"]["deployed"]["reactive"]
+    for rule in ("1", "1/2", "1/4"):
+        assert rows["1"]["rules"][rule]["reactive"] == rows["0"]["rules"][rule]["reactive"]
     assert rows["1"]["lowest"]["reactive"] == rows["0"]["lowest"]["reactive"]
     # the model's draw reaches hybrid's plan: its validation cost is not the served seed's
-    assert rows["1"]["deployed"]["hybrid"]["cost"] != rows["0"]["deployed"]["hybrid"]["cost"]
+    ours = [rows[s]["rules"][SERVED]["hybrid"]["cost"] for s in ("0", "1")]
+    assert ours[0] != ours[1]
 
 
 def test_a_seeded_run_is_hybrid_alone_on_that_seed_keeping_the_models_parameters() -> None:
@@ -107,13 +119,17 @@ def tuned(cost: float, holds: bool = True) -> dict[str, Any]:
     }
 
 
-def row(hybrid: list[tuple[float, bool]]) -> dict[str, Any]:
-    """A trace where the reactive HPA costs 100 and every peer 120, hybrid as given."""
+def row(hybrid: list[tuple[float, bool]], stricter: float = 0.0) -> dict[str, Any]:
+    """A trace where the reactive HPA costs 100 and every peer 120, hybrid as given; each
+    rule stricter than the last adds ``stricter`` to every hybrid cost (the served rule, 1/2,
+    costs as given)."""
     seeds = {}
     for seed, (cost, holds) in enumerate(hybrid):
-        deployed = {"reactive": tuned(100.0), "hybrid": tuned(cost, holds)}
-        deployed |= {p: tuned(120.0) for p in PEER_POLICIES}
-        seeds[str(seed)] = {"deployed": deployed, "lowest": {"hybrid": 0.0003, "reactive": 0.0}}
+        rules = {}
+        for k, rule in enumerate(("1", "1/2", "1/4")):
+            deployed = {"reactive": tuned(100.0), "hybrid": tuned(cost + (k - 1) * stricter, holds)}
+            rules[rule] = deployed | {p: tuned(120.0) for p in PEER_POLICIES}
+        seeds[str(seed)] = {"rules": rules, "lowest": {"hybrid": 0.0003, "reactive": 0.0}}
     return {"seeds": seeds, "seconds": 1.0}
 
 
@@ -122,8 +138,16 @@ def test_the_spread_is_among_the_seeds_that_hold() -> None:
     assert spread(row([(90.0, True), (99.0, False)])) == "- (1 of 2 hold)"
 
 
+def test_against_the_reactive_hpa_ranges_over_the_seeds_where_both_hold() -> None:
+    assert against_reactive(row([(90.0, True), (95.0, True)]), "1/2") == "+5.0% to +10.0% (2 of 2)"
+    assert against_reactive(row([(90.0, True), (95.0, False)]), "1") == "+10.0% to +10.0% (1 of 2)"
+    assert against_reactive(row([(90.0, False)]), "1/4") == "- (0 of 1)"
+
+
 def test_the_report_shows_each_seeds_cost_verdicts_and_reach() -> None:
-    report = markdown({"trace-a": row([(90.0, True), (110.0, False)])}, "lightgbm", 12.0, 2)
+    report = markdown(
+        {"trace-a": row([(90.0, True), (110.0, False)], stricter=5.0)}, "lightgbm", 12.0, 2
+    )
     assert "| trace | seed 0 (served) | seed 1 | spread among the seeds that hold |" in report
     assert "| trace-a | 90 | misses (0.20%) | - (1 of 2 hold) |" in report
     peer = PEER_POLICIES[0]
@@ -134,3 +158,8 @@ def test_the_report_shows_each_seeds_cost_verdicts_and_reach() -> None:
     assert "| trace-a | 0.030% | 0.030% | 0.000% |" in report
     assert "seed 0: quantile 0.9, forecast_utilization 0.8" in report
     assert "in 12 s with 2 worker(s)" in report
+    # the served rule's tables read the served rule: hybrid at 90, not 85 or 95
+    assert (
+        "| trace-a | - (1 of 2 hold) | - (1 of 2 hold) | - (1 of 2 hold) | +15.0% to +15.0% "
+        "(1 of 2) | +10.0% to +10.0% (1 of 2) | +5.0% to +5.0% (1 of 2) |" in report
+    )
