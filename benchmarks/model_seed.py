@@ -14,7 +14,8 @@ reactive HPA. The simulator's seed (the cold starts' draws) is the same througho
 
 Run: ``.venv/bin/python benchmarks/model_seed.py [--seeds 1,2,3] [--traces a,b] [--jobs 2]
 [--model lightgbm-window] [--data ../shared/data]``. Writes ``benchmarks/results/
-model_seed.md`` and ``.json`` unless ``--out`` says otherwise.
+model_seed.md`` and ``.json`` (``model_seed_<model>`` for another model than the default,
+``_subset`` when not every trace ran) unless ``--out`` says otherwise.
 """
 
 from __future__ import annotations
@@ -270,7 +271,25 @@ def main() -> None:
             print(f"{n}: {rows[n]['seconds']:.0f} s", file=sys.stderr)
     seconds = time.perf_counter() - began
     document = {"model": args.model, "seeds": list(args.seeds), "seconds": seconds, "traces": rows}
-    write_results(args.out / "model_seed", document, markdown(rows, args.model, seconds, args.jobs))
+    write_results(
+        args.out / stem(args.model, set(names) == set(known)),
+        document,
+        markdown(rows, args.model, seconds, args.jobs),
+    )
+
+
+def stem(model: str, whole: bool) -> str:
+    """The results' file name: the model where it is not the default, ``_subset`` where not
+    every trace ran.
+
+    >>> stem(DEFAULT_MODEL, True), stem("lightgbm", False)
+    ('model_seed', 'model_seed_lightgbm_subset')
+    """
+    return (
+        "model_seed"
+        + ("" if model == DEFAULT_MODEL else f"_{model}")
+        + ("" if whole else "_subset")
+    )
 
 
 if __name__ == "__main__":

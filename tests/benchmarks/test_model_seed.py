@@ -19,11 +19,13 @@ from benchmarks.model_seed import (
     seeded,
     seeds_arg,
     spread,
+    stem,
 )
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.backtest.tuning import VALIDATION, safest
 from forecaster.exceptions import ConfigError
 from forecaster.features import FeatureConfig
+from forecaster.models import DEFAULT_MODEL
 from forecaster.policies import PEER_POLICIES
 from forecaster.workload import WorkloadSpec
 
@@ -163,3 +165,9 @@ def test_the_report_shows_each_seeds_cost_verdicts_and_reach() -> None:
         "| trace-a | - (1 of 2 hold) | - (1 of 2 hold) | - (1 of 2 hold) | +15.0% to +15.0% "
         "(1 of 2) | +10.0% to +10.0% (1 of 2) | +5.0% to +5.0% (1 of 2) |" in report
     )
+
+
+def test_results_are_named_by_model_and_whether_every_trace_ran() -> None:
+    assert stem(DEFAULT_MODEL, True) == "model_seed"
+    assert stem(DEFAULT_MODEL, False) == "model_seed_subset"
+    assert stem("lightgbm", True) == "model_seed_lightgbm"
