@@ -46,7 +46,7 @@ from benchmarks.backtest_savings import (
 )
 from benchmarks.rung_spacing import peer_cell, verdict
 from benchmarks.traces import chosen_traces
-from benchmarks.tuning_rules import MARGINS, apply_rules, cost_cell, label
+from benchmarks.tuning_rules import MARGINS, apply_rules, cost_cell, label, rule_header
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.backtest.tuning import TUNING_MARGIN, VALIDATION, safest
 from forecaster.exceptions import ConfigError
@@ -223,12 +223,7 @@ def markdown(rows: Mapping[str, Mapping[str, Any]], model: str, seconds: float, 
         "over the reactive HPA, lowest to highest over the seeds where both hold it (on how "
         "many).",
         "",
-        "| trace | "
-        + " | ".join(f"spread, rule {x}" for x in labels)
-        + " | "
-        + " | ".join(f"vs reactive, rule {x}" for x in labels)
-        + " |",
-        "|---|" + "---|" * (2 * len(labels)),
+        *rule_header(("spread", "vs reactive"), labels, align="---"),
     ]
     for name, row in rows.items():
         cells = [spread(row, x) for x in labels] + [against_reactive(row, x) for x in labels]

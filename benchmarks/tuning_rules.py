@@ -98,6 +98,12 @@ def run(name: str, data: Path, model: str) -> dict[str, Any]:
     }
 
 
+def rule_header(columns: Sequence[str], labels: Sequence[str], align: str = "---:") -> list[str]:
+    """A per-trace table's header: a column per title of ``columns`` and rule of ``labels``."""
+    cells = [f"{column}, rule {x}" for column in columns for x in labels]
+    return ["| trace | " + " | ".join(cells) + " |", "|---|" + f"{align}|" * len(cells)]
+
+
 def cost_cell(tuned: Mapping[str, Any]) -> str:
     """A tuned policy's validation cost, or what it leaves unserved where it misses."""
     if tuned["meets_slo"]:
@@ -146,14 +152,7 @@ def markdown(rows: Mapping[str, Mapping[str, Any]], model: str) -> str:
         "",
         f"Policies: {len(POLICIES)} ({', '.join(POLICIES)}).",
         "",
-        "| trace | "
-        + " | ".join(f"meet SLO, rule {x}" for x in labels)
-        + " | "
-        + " | ".join(f"hybrid, rule {x}" for x in labels)
-        + " | "
-        + " | ".join(f"peers beaten, rule {x}" for x in labels)
-        + " |",
-        "|---|" + "---:|" * (3 * len(labels)),
+        *rule_header(("meet SLO", "hybrid", "peers beaten"), labels),
     ]
     for name, row in rows.items():
         rules = row["rules"]
