@@ -116,7 +116,14 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
     "tuning half: 0.5 keeps room for a second half that differs from the first. With "
     "--config: the config's evaluation.tuning_margin.",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the model's random draws and of the simulated cold starts: rerun with "
+    "others to see how much a saving depends on them.",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path))
 def backtest(

@@ -279,6 +279,18 @@ def test_a_tuning_margin_holds_every_tuned_setting_to_its_share_of_the_slo(
     assert "setting that meets the SLO on" in plain and "of the SLO" not in plain
 
 
+def test_the_seed_reaches_the_models_draws(data_file: Path, tmp_path: Path) -> None:
+    pinball = []
+    for seed in ("0", "1", "0"):
+        out = tmp_path / f"seed-{seed}.json"
+        args = ["--model", "lightgbm", *ARGS[2:], "--policies", "predictive", "--seed", seed]
+        result = CliRunner().invoke(cli, ["backtest", str(data_file), *args, "--json", str(out)])
+        assert result.exit_code == 0, result.output
+        pinball.append(json.loads(out.read_text())["forecast"]["lightgbm"]["pinball"])
+    assert pinball[0] != pinball[1]  # another draw of rows and features, another forecast
+    assert pinball[0] == pinball[2]  # and the same seed, the same one
+
+
 def test_a_cold_start_sweep_says_where_prediction_stops_paying(
     data_file: Path, tmp_path: Path
 ) -> None:
