@@ -1,16 +1,17 @@
 """How much of each saving is the forecast model's seed.
 
-The default model draws rows and features at random while it fits (LightGBM's bagging, the
-calibration sample), so a saving measured with one seed carries that draw's luck. This
-benchmark runs the savings benchmark's backtest of each trace once with the served seed,
-every policy swept and tuned as ``benchmarks/backtest_savings.py`` does, and again for each
-other seed with only hybrid (no other policy reads the model: their rows are the same for
-every seed). Each seed's hybrid is tuned against the same rows, and the report gives, under
-the served rule, hybrid's validation cost per seed, its spread, its verdicts against the
-reactive HPA and the cheapest peer holding the SLO, and the lowest unserved fraction it
-reaches; and under each rule of ``benchmarks/tuning_rules.py`` (applied to the same
-simulated settings), how many seeds hold the SLO and the range of hybrid's saving over the
-reactive HPA. The simulator's seed (the cold starts' draws) is the same throughout.
+The default model draws rows and features at random while it fits (LightGBM's bagging of
+rows and features; on a large fleet also the sample of training rows), so a saving measured
+with one seed carries that draw's luck. This benchmark runs the savings benchmark's backtest
+of each trace once with the served seed, every policy swept and tuned as
+``benchmarks/backtest_savings.py`` does, and again for each other seed with only hybrid (no
+other policy reads the model: their rows are the same for every seed). Each seed's hybrid is
+tuned against the same rows, and the report gives, under the served rule, hybrid's
+validation cost per seed, its spread, its verdicts against the reactive HPA and the cheapest
+peer holding the SLO, and the lowest unserved fraction it reaches; and under each rule of
+``benchmarks/tuning_rules.py`` (applied to the same simulated settings), how many seeds hold
+the SLO and the range of hybrid's saving over the reactive HPA. The simulator's seed (the
+cold starts' draws) is the same throughout.
 
 Run: ``.venv/bin/python benchmarks/model_seed.py [--seeds 1,2,3] [--traces a,b] [--jobs 2]
 [--model lightgbm-window] [--data ../shared/data]``. Writes ``benchmarks/results/
