@@ -159,6 +159,21 @@ def backtest_settings(
     )
 
 
+def trace_inputs(
+    name: str,
+    data: Path,
+    model: str,
+    tuning_margin: float = TUNING_MARGIN,
+    features: FeatureConfig | None = None,
+) -> tuple[np.ndarray, pd.DatetimeIndex, int, BacktestSettings]:
+    """What :func:`backtest` takes for one trace of the benchmark: its values, times and step,
+    and the settings of every policy on the benchmark's workload."""
+    frame = loaders(data)[name]()
+    values = frame["value"].to_numpy(dtype=float)
+    settings = backtest_settings(workload(values), POLICIES, model, tuning_margin, features)
+    return values, pd.DatetimeIndex(frame["timestamp"]), infer_step(frame), settings
+
+
 def trace_backtest(
     name: str,
     data: Path,
@@ -167,10 +182,7 @@ def trace_backtest(
     features: FeatureConfig | None = None,
 ) -> BacktestResult:
     """The benchmark's backtest of one trace: every policy, swept, tuned out of sample."""
-    frame = loaders(data)[name]()
-    values = frame["value"].to_numpy(dtype=float)
-    settings = backtest_settings(workload(values), POLICIES, model, tuning_margin, features)
-    return backtest(values, pd.DatetimeIndex(frame["timestamp"]), infer_step(frame), settings)
+    return backtest(*trace_inputs(name, data, model, tuning_margin, features))
 
 
 def run(

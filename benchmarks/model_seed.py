@@ -36,23 +36,15 @@ import pandas as pd
 if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.backtest_savings import (
-    DATA,
-    POLICIES,
-    RESULTS,
-    backtest_settings,
-    loaders,
-    workload,
-    write_results,
-)
+from benchmarks.backtest_savings import DATA, RESULTS, loaders, trace_inputs, write_results
 from benchmarks.rung_spacing import peer_cell, verdict
 from benchmarks.traces import chosen_traces
 from benchmarks.tuning_rules import MARGINS, apply_rules, cost_cell, label, rule_header
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.backtest.tuning import TUNING_MARGIN, VALIDATION, safest
 from forecaster.exceptions import ConfigError
-from forecaster.frame import infer_step
 from forecaster.models import DEFAULT_MODEL, make_model
+from prewarm.backtest_report import knob_text
 
 SEEDS = (1, 2, 3)
 SERVED = label(TUNING_MARGIN)
@@ -66,7 +58,7 @@ def seeds_arg(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(
             f"--seeds takes whole numbers, got {text[:80]!r}"
         ) from None
-    served = BacktestSettings.__dataclass_fields__["seed"].default
+    served = BacktestSettings.seed
     if not seeds or len(set(seeds)) != len(seeds) or any(s < 0 or s == served for s in seeds):
         raise argparse.ArgumentTypeError(
             f"--seeds takes distinct whole numbers >= 0 other than the served seed {served} "
@@ -123,11 +115,7 @@ def seed_rows(
 def run(name: str, data: Path, model: str, seeds: Sequence[int]) -> dict[str, Any]:
     """One trace of the savings benchmark, hybrid on each seed's model."""
     began = time.perf_counter()
-    frame = loaders(data)[name]()
-    values = frame["value"].to_numpy(dtype=float)
-    settings = backtest_settings(workload(values), POLICIES, model)
-    times = pd.DatetimeIndex(frame["timestamp"])
-    rows = seed_rows(values, times, infer_step(frame), settings, seeds)
+    rows = seed_rows(*trace_inputs(name, data, model), seeds)
     return {"seeds": rows, "seconds": time.perf_counter() - began}
 
 
@@ -232,15 +220,11 @@ def markdown(rows: Mapping[str, Mapping[str, Any]], model: str, seconds: float, 
     lines += ["", "## Hybrid's tuned setting per seed", ""]
     for name, row in rows.items():
         parts = [
-            f"seed {s}: {_knobs(d['hybrid']['params'])}"
+            f"seed {s}: {knob_text(d['hybrid']['params'])}"
             for s, d in zip(row["seeds"], tuned(row), strict=True)
         ]
         lines.append(f"- **{name}**: " + "; ".join(parts))
     return "\n".join(lines) + "\n"
-
-
-def _knobs(params: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k} {v:g}" for k, v in params.items())
 
 
 def main() -> None:

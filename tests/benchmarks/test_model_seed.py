@@ -158,7 +158,7 @@ def test_the_report_shows_each_seeds_cost_verdicts_and_reach() -> None:
         in report
     )
     assert "| trace-a | 0.030% | 0.030% | 0.000% |" in report
-    assert "seed 0: quantile 0.9, forecast_utilization 0.8" in report
+    assert "seed 0: quantile=0.9, forecast_utilization=0.8" in report
     assert "in 12 s with 2 worker(s)" in report
     # the served rule's tables read the served rule: hybrid at 90, not 85 or 95
     assert (
