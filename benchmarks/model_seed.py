@@ -67,10 +67,14 @@ def seeds_arg(text: str) -> tuple[int, ...]:
     return seeds
 
 
-def check_seeded(model: str) -> None:
-    """Refuse a model that draws nothing: no seed can move it."""
-    if "random_state" not in make_model(model).get_params():
+def check_seeded(model: str, n_seeds: int = 1) -> None:
+    """Refuse a model that draws nothing (no seed can move it), and ``n_seeds`` above 1 for
+    a model that averages no boosters."""
+    params = make_model(model).get_params()
+    if "random_state" not in params:
         raise ConfigError(f"`model` {model!r} draws nothing at random: its seed cannot move it")
+    if n_seeds > 1 and "n_seeds" not in params:
+        raise ConfigError(f"`model` {model!r} averages no boosters: it takes no `n_seeds`")
 
 
 def seeded(settings: BacktestSettings, seed: int) -> BacktestSettings:
@@ -112,10 +116,16 @@ def seed_rows(
     return rows
 
 
-def run(name: str, data: Path, model: str, seeds: Sequence[int]) -> dict[str, Any]:
-    """One trace of the savings benchmark, hybrid on each seed's model."""
+def run(
+    name: str, data: Path, model: str, seeds: Sequence[int], n_seeds: int = 1
+) -> dict[str, Any]:
+    """One trace of the savings benchmark, hybrid on each seed's model (each averaging
+    ``n_seeds`` boosters when above 1)."""
     began = time.perf_counter()
-    rows = seed_rows(*trace_inputs(name, data, model), seeds)
+    values, times, step, settings = trace_inputs(name, data, model)
+    if n_seeds > 1:
+        settings = replace(settings, model_params={**settings.model_params, "n_seeds": n_seeds})
+    rows = seed_rows(values, times, step, settings, seeds)
     return {"seeds": rows, "seconds": time.perf_counter() - began}
 
 
@@ -231,43 +241,78 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=seeds_arg, default=SEEDS, help="Comma-separated.")
     parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument(
+        "--n-seeds",
+        type=n_seeds_arg,
+        default=1,
+        help="Boosters each seed's model averages (the model's `n_seeds`); 1: one.",
+    )
     parser.add_argument("--data", type=Path, default=DATA, help="Directory of the traces.")
     parser.add_argument("--traces", help="Comma-separated subset (default: all).")
     parser.add_argument("--jobs", type=int, default=1, help="Traces run in parallel.")
     parser.add_argument("--out", type=Path, default=RESULTS, help="Where results are written.")
     args = parser.parse_args()
     try:
-        check_seeded(args.model)
+        check_seeded(args.model, args.n_seeds)
     except ConfigError as exc:
         parser.error(f"--model: {exc}")
     known = list(loaders(args.data))
     names = chosen_traces(parser, known, args.traces)
     began = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = {n: pool.submit(run, n, args.data, args.model, args.seeds) for n in names}
+        futures = {
+            n: pool.submit(run, n, args.data, args.model, args.seeds, args.n_seeds) for n in names
+        }
         rows = {}
         for n, future in futures.items():
             rows[n] = future.result()
             print(f"{n}: {rows[n]['seconds']:.0f} s", file=sys.stderr)
     seconds = time.perf_counter() - began
-    document = {"model": args.model, "seeds": list(args.seeds), "seconds": seconds, "traces": rows}
+    document = {
+        "model": args.model,
+        "n_seeds": args.n_seeds,
+        "seeds": list(args.seeds),
+        "seconds": seconds,
+        "traces": rows,
+    }
     write_results(
-        args.out / stem(args.model, set(names) == set(known)),
+        args.out / stem(args.model, set(names) == set(known), args.n_seeds),
         document,
-        markdown(rows, args.model, seconds, args.jobs),
+        markdown(rows, model_text(args.model, args.n_seeds), seconds, args.jobs),
     )
 
 
-def stem(model: str, whole: bool) -> str:
-    """The results' file name: the model where it is not the default, ``_subset`` where not
-    every trace ran.
+def n_seeds_arg(text: str) -> int:
+    """``--n-seeds``: a whole number >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--n-seeds takes a whole number >= 1, got {text[:80]!r}")
+    return n
 
-    >>> stem(DEFAULT_MODEL, True), stem("lightgbm", False)
-    ('model_seed', 'model_seed_lightgbm_subset')
+
+def model_text(model: str, n_seeds: int) -> str:
+    """The report's name of the model: the registered name, and the boosters it averages.
+
+    >>> model_text("lightgbm", 1), model_text("lightgbm", 4)
+    ('lightgbm', 'lightgbm` with `n_seeds=4')
+    """
+    return model if n_seeds == 1 else f"{model}` with `n_seeds={n_seeds}"
+
+
+def stem(model: str, whole: bool, n_seeds: int = 1) -> str:
+    """The results' file name: the model where it is not the default, the boosters it
+    averages where more than one, ``_subset`` where not every trace ran.
+
+    >>> stem(DEFAULT_MODEL, True), stem("lightgbm", False), stem(DEFAULT_MODEL, False, 4)
+    ('model_seed', 'model_seed_lightgbm_subset', 'model_seed_n_seeds4_subset')
     """
     return (
         "model_seed"
         + ("" if model == DEFAULT_MODEL else f"_{model}")
+        + ("" if n_seeds == 1 else f"_n_seeds{n_seeds}")
         + ("" if whole else "_subset")
     )
 

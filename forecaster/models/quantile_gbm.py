@@ -39,7 +39,7 @@ BASELINES = ("last-value", "none")
 WINDOW_MODELS = ("direct", "shift")
 
 
-def _lightgbm(model: QuantileGradientBoosting, quantile: float) -> Any:
+def _lightgbm(model: QuantileGradientBoosting, quantile: float, seed: int) -> Any:
     from lightgbm import LGBMRegressor
 
     return LGBMRegressor(
@@ -52,13 +52,13 @@ def _lightgbm(model: QuantileGradientBoosting, quantile: float) -> Any:
         subsample=0.8,
         subsample_freq=1,
         colsample_bytree=0.8,
-        random_state=model.random_state,
+        random_state=seed,
         n_jobs=model.n_jobs,
         verbose=-1,
     )
 
 
-def _hist_gbm(model: QuantileGradientBoosting, quantile: float) -> Any:
+def _hist_gbm(model: QuantileGradientBoosting, quantile: float, seed: int) -> Any:
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     return HistGradientBoostingRegressor(
@@ -69,14 +69,36 @@ def _hist_gbm(model: QuantileGradientBoosting, quantile: float) -> Any:
         max_leaf_nodes=model.num_leaves,
         min_samples_leaf=model.min_child_samples,
         categorical_features=[0],  # the series code
-        random_state=model.random_state,
+        random_state=seed,
     )
 
 
-ENGINES: dict[str, Callable[[QuantileGradientBoosting, float], Any]] = {
+ENGINES: dict[str, Callable[[QuantileGradientBoosting, float, int], Any]] = {
     "lightgbm": _lightgbm,
     "hist-gbm": _hist_gbm,
 }
+
+
+class SeedAverage:
+    """One quantile's regressors of the same engine fitted with different seeds; predicts
+    their mean.
+
+    A booster that samples rows and features draws a different forecast from each seed; on
+    bursty traffic the plan sized on one draw can hold the SLO or miss it by luck. The mean of
+    a few draws is steadier, and conformal calibration then sizes its offsets on the mean.
+    """
+
+    def __init__(self, members: Sequence[Any]) -> None:
+        self.members = list(members)
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> SeedAverage:
+        for member in self.members:
+            member.fit(X, y)
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        mean: np.ndarray = np.mean([member.predict(X) for member in self.members], axis=0)
+        return mean
 
 
 class QuantileGradientBoosting(BaseForecaster):
@@ -125,6 +147,12 @@ class QuantileGradientBoosting(BaseForecaster):
         ``max_iter``, ``learning_rate``, ``max_leaf_nodes``, ``min_samples_leaf``).
     random_state
         Seed of the row sample and of the engine.
+    n_seeds
+        Regressors fitted per quantile (and horizon), each with its own engine seed, whose
+        forecasts are averaged before calibration (:class:`SeedAverage`): seeds
+        ``random_state * n_seeds`` onwards, so 1 is the single regressor of ``random_state``
+        and two random states never share a seed. Costs ``n_seeds`` times the boosting; the
+        row sample is drawn once, from ``random_state``.
     n_jobs
         Threads of either engine (OpenMP). One by default: on a small shared machine, OpenMP
         threads that wait for a busy core make a fit many times slower, and walk-forward runs
@@ -158,6 +186,7 @@ class QuantileGradientBoosting(BaseForecaster):
         num_leaves: int = 31,
         min_child_samples: int = 40,
         random_state: int = 0,
+        n_seeds: int = 1,
         n_jobs: int = 1,
     ) -> None:
         self.horizons = horizons
@@ -176,9 +205,11 @@ class QuantileGradientBoosting(BaseForecaster):
         self.num_leaves = num_leaves
         self.min_child_samples = min_child_samples
         self.random_state = random_state
+        self.n_seeds = n_seeds
         self.n_jobs = n_jobs
 
-    def _fit_panel(self, panel: Panel) -> None:
+    def _check_params(self) -> None:
+        super()._check_params()
         if self.engine not in ENGINES:
             raise ConfigError(f"`engine` must be one of {list(ENGINES)}, got {self.engine!r}")
         if self.baseline not in BASELINES:
@@ -191,6 +222,14 @@ class QuantileGradientBoosting(BaseForecaster):
             raise ConfigError(
                 f"`multi_horizon` must be one of {list(MULTI_HORIZON)}, got {self.multi_horizon!r}"
             )
+        if (
+            not isinstance(self.n_seeds, int | np.integer)
+            or isinstance(self.n_seeds, bool)
+            or self.n_seeds < 1
+        ):
+            raise ConfigError(f"`n_seeds` must be a whole number >= 1, got {self.n_seeds!r}")
+
+    def _fit_panel(self, panel: Panel) -> None:
         self.features_ = self.features or FeatureConfig()
         origins = self._training_origins(panel, self.horizons)
         train, calibration = self._split(panel, origins)
@@ -238,10 +277,20 @@ class QuantileGradientBoosting(BaseForecaster):
         X = matrix.X[:, self.columns_used_]
         with threadpool_limits(self.n_jobs, user_api="openmp"):
             self.regressors_ = {
-                key: ENGINES[self.engine](self, q).fit(X[sel], ratio[sel])
+                key: self._regressor(q).fit(X[sel], ratio[sel])
                 for key, q, sel in self._groups(matrix.horizon, rows)
             }
         return matrix
+
+    def _regressor(self, quantile: float) -> Any:
+        """An unfitted regressor of ``quantile``: the engine's, or the average of
+        ``n_seeds`` of them."""
+        engine = ENGINES[self.engine]
+        if self.n_seeds == 1:
+            return engine(self, quantile, self.random_state)
+        first = self.random_state * self.n_seeds
+        seeds = range(first, first + self.n_seeds)
+        return SeedAverage([engine(self, quantile, seed) for seed in seeds])
 
     def _sampled_origins(self, origins: list[np.ndarray]) -> list[np.ndarray]:
         """``origins`` (training or calibration), or a seeded sample of them, uniform over
@@ -335,7 +384,7 @@ class QuantileGradientBoosting(BaseForecaster):
         X = matrix.X[rows][:, self.window_columns_used_]
         with threadpool_limits(self.n_jobs, user_api="openmp"):
             self.window_regressors_ = {
-                q: ENGINES[self.engine](self, q).fit(X, target[rows] - base[rows, j])
+                q: self._regressor(q).fit(X, target[rows] - base[rows, j])
                 for j, q in enumerate(self.quantiles)
             }
 

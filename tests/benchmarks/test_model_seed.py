@@ -15,6 +15,8 @@ from benchmarks.model_seed import (
     against_reactive,
     check_seeded,
     markdown,
+    model_text,
+    n_seeds_arg,
     seed_rows,
     seeded,
     seeds_arg,
@@ -89,6 +91,27 @@ def test_a_model_that_draws_nothing_is_refused_naming_it() -> None:
     check_seeded("lightgbm-window")
     with pytest.raises(ConfigError, match="'ewma' draws nothing at random"):
         check_seeded("ewma")
+
+
+def test_averaging_boosters_is_refused_for_a_model_that_has_none() -> None:
+    check_seeded("lightgbm-window", 4)
+    check_seeded("auto")
+    with pytest.raises(ConfigError, match="'auto' averages no boosters"):
+        check_seeded("auto", 4)
+
+
+@pytest.mark.parametrize("text", ["0", "-3", "two", "1.5", ""])
+def test_a_bad_booster_count_is_a_usage_error_echoing_it(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="--n-seeds takes a whole number >= 1"):
+        n_seeds_arg(text)
+
+
+def test_the_booster_count_is_in_the_reports_name_and_file() -> None:
+    assert n_seeds_arg("4") == 4
+    assert model_text("lightgbm-window", 1) == "lightgbm-window"
+    assert model_text("lightgbm-window", 4) == "lightgbm-window` with `n_seeds=4"
+    assert stem(DEFAULT_MODEL, True, 4) == "model_seed_n_seeds4"
+    assert stem("lightgbm", False, 2) == "model_seed_lightgbm_n_seeds2_subset"
 
 
 @pytest.mark.parametrize(
