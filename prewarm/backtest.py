@@ -124,6 +124,15 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
     help="Seed of the model's random draws and of the simulated cold starts: rerun with "
     "others to see how much a saving depends on them.",
 )
+@click.option(
+    "--n-seeds",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Boosters each of the model's quantiles averages, each from its own seed (the "
+    "boosting models' n_seeds): a steadier forecast for N times the fit. With --config: "
+    "the config's model.params.",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path))
 def backtest(
@@ -149,6 +158,7 @@ def backtest(
     retrain_every: int,
     tuning_margin: float,
     seed: int,
+    n_seeds: int,
     json_path: Path | None,
     report_dir: Path | None,
 ) -> None:
@@ -173,11 +183,16 @@ def backtest(
     if cold_start_sweep is not None and (config_path is not None or report_dir is not None):
         raise click.UsageError("--cold-start-sweep backtests DATA and writes --json only")
     if config_path is not None:
-        source = click.get_current_context().get_parameter_source("tuning_margin")
-        if source is click.core.ParameterSource.COMMANDLINE:
+        given = click.get_current_context().get_parameter_source
+        if given("tuning_margin") is click.core.ParameterSource.COMMANDLINE:
             raise click.UsageError(
                 "--tuning-margin backtests DATA; with --config, set evaluation.tuning_margin "
                 "in the config, which `train --tune` reads too"
+            )
+        if given("n_seeds") is click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError(
+                "--n-seeds backtests DATA; with --config, set model.params.n_seeds in the "
+                "config, which training reads too"
             )
         with user_errors():
             _backtest_config(
@@ -195,14 +210,22 @@ def backtest(
         from forecaster.backtest.run import backtest as run_backtest
         from forecaster.exceptions import ConfigError, NotEnoughHistoryError
         from forecaster.frame import infer_step, regularize
-        from forecaster.models import make_model
+        from forecaster.models import MODELS, make_model
         from forecaster.workload import WorkloadSpec
         from prewarm import backtest_report
         from training.config import with_current_hpa
         from training.sources.file import read_series
 
         names = with_current_hpa(tuple(split_names(policies) or ()), hpa_metric)
-        make_model(model)  # unknown model names fail before reading any data
+        # unknown model names, and boosters asked of a model without any, fail before
+        # reading any data
+        model_params = {} if n_seeds == 1 else {"n_seeds": n_seeds}
+        if "n_seeds" not in make_model(model).get_params() and model_params:
+            boosting = [n for n in sorted(MODELS) if "n_seeds" in make_model(n).get_params()]
+            raise click.UsageError(
+                f"--n-seeds {n_seeds}: model {model!r} averages no boosters; "
+                f"these do: {', '.join(boosting)}"
+            )
         frame = read_series(data, value_col=value_col, step=step)
         if frame["series"].nunique() != 1:
             raise ConfigError(
@@ -228,6 +251,7 @@ def backtest(
             train_window=window,
             retrain_every=retrain_every,
             model=model,
+            model_params=model_params,
             seed=seed,
             tuning_margin=tuning_margin,
         )

@@ -291,6 +291,34 @@ def test_the_seed_reaches_the_models_draws(data_file: Path, tmp_path: Path) -> N
     assert pinball[0] == pinball[2]  # and the same seed, the same one
 
 
+def test_n_seeds_averages_boosters_in_the_backtested_model(data_file: Path, tmp_path: Path) -> None:
+    pinball = {}
+    for n_seeds in ("1", "2"):
+        out = tmp_path / f"n-{n_seeds}.json"
+        args = ["--model", "lightgbm", *ARGS[2:], "--policies", "predictive"]
+        args = [*args, "--n-seeds", n_seeds, "--json", str(out)]
+        result = CliRunner().invoke(cli, ["backtest", str(data_file), *args])
+        assert result.exit_code == 0, result.output
+        pinball[n_seeds] = json.loads(out.read_text())["forecast"]["lightgbm"]["pinball"]
+    assert pinball["1"] != pinball["2"]  # the second booster reaches the forecast
+
+
+def test_n_seeds_for_a_model_without_boosters_is_a_usage_error(
+    data_file: Path, tmp_path: Path
+) -> None:
+    args = ["backtest", str(data_file), "--model", "ewma", "--n-seeds", "3"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert "--n-seeds 3: model 'ewma' averages no boosters; these do: hist-gbm, lightgbm" in (
+        result.output
+    )
+    config = tmp_path / "train.yaml"
+    config.write_text("{}")
+    result = CliRunner().invoke(cli, ["backtest", "--config", str(config), "--n-seeds", "2"])
+    assert result.exit_code == 2
+    assert "set model.params.n_seeds in the config" in result.output
+
+
 def test_a_cold_start_sweep_says_where_prediction_stops_paying(
     data_file: Path, tmp_path: Path
 ) -> None:
