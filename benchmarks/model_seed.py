@@ -13,10 +13,15 @@ peer holding the SLO, and the lowest unserved fraction it reaches; and under eac
 the SLO and the range of hybrid's saving over the reactive HPA. The simulator's seed (the
 cold starts' draws) is the same throughout.
 
+``--n-seeds N`` runs a model that averages N boosters per quantile (the boosting models'
+``n_seeds``; each seed ``r`` then draws boosters ``r * N`` to ``r * N + N - 1``): how much
+of the spread the average removes.
+
 Run: ``.venv/bin/python benchmarks/model_seed.py [--seeds 1,2,3] [--traces a,b] [--jobs 2]
-[--model lightgbm-window] [--data ../shared/data]``. Writes ``benchmarks/results/
-model_seed.md`` and ``.json`` (``model_seed_<model>`` for another model than the default,
-``_subset`` when not every trace ran) unless ``--out`` says otherwise.
+[--model lightgbm-window] [--n-seeds 4] [--data ../shared/data]``. Writes
+``benchmarks/results/model_seed.md`` and ``.json`` (``model_seed_<model>`` for another model
+than the default, ``_n_seeds<N>`` for more than one booster, ``_subset`` when not every trace
+ran) unless ``--out`` says otherwise.
 """
 
 from __future__ import annotations
