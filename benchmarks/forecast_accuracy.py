@@ -4,7 +4,7 @@ Run (needs the ``bench`` extra: ``pip install -e '.[dev,bench]'``)::
 
     .venv/bin/python benchmarks/forecast_accuracy.py [--data-dir ../shared/data]
         [--out benchmarks/results] [--models a,b] [--peers a,b] [--traces a,b] [--quick]
-        [--no-scenarios]
+        [--no-scenarios] [--n-seeds 4]
 
 For each of the five demand-like traces of the data directory (see its README) and the two
 synthetic scenarios, every registered prewarm model and every peer (:mod:`benchmarks.peers`)
@@ -25,6 +25,10 @@ The short trace (:data:`SHORT`, an hour of LLM arrivals counted per second) runs
 settings: the last 20 minutes scored 30 seconds ahead, refit every 5 minutes on all data
 before, a 10-second hold; it is reported beside the others and left out of the target, which
 is about days.
+
+``--n-seeds N`` adds, beside each boosting model of ``--models``, the same model averaging N
+boosters per quantile (its ``n_seeds``), on the same folds, and writes
+``forecast_accuracy_n_seeds<N>``.
 """
 
 from __future__ import annotations
@@ -185,9 +189,30 @@ class Dataset:
 Factory = Callable[..., Any]
 
 
+def with_params(model: str, **fixed: Any) -> Factory:
+    """A contender's factory: the registered ``model`` with ``fixed`` for its defaults."""
+    return lambda _name, **params: make_model(model, **fixed, **params)
+
+
 def with_features(model: str, features: FeatureConfig) -> Factory:
     """A contender's factory: the registered ``model`` with ``features`` for its defaults."""
-    return lambda _name, **params: make_model(model, features=features, **params)
+    return with_params(model, features=features)
+
+
+def averaged(names: Sequence[str], n_seeds: int) -> dict[str, tuple[str, Factory]]:
+    """``<name> n_seeds=<n>`` contenders: each boosting model of ``names`` averaging
+    ``n_seeds`` boosters per quantile (none below 2)."""
+    if n_seeds < 2:
+        return {}
+    boosting = [n for n in names if "n_seeds" in make_model(n).get_params()]
+    return {
+        f"{n} n_seeds={n_seeds}": ("prewarm", with_params(n, n_seeds=n_seeds)) for n in boosting
+    }
+
+
+def results_stem(n_seeds: int) -> str:
+    """The results' file name: ``_n_seeds<n>`` when boosters were averaged."""
+    return "forecast_accuracy" + ("" if n_seeds < 2 else f"_n_seeds{n_seeds}")
 
 
 Progress = Callable[[str, int, int], None]
@@ -573,12 +598,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"smoke run: {QUICK_EVAL_DAYS:g} day of origins, first {QUICK_TRACES} traces",
     )
     parser.add_argument(
+        "--n-seeds",
+        type=int,
+        default=1,
+        help="also run each boosting model of --models averaging N boosters per quantile "
+        "(its n_seeds), beside it; writes forecast_accuracy_n_seeds<N>",
+    )
+    parser.add_argument(
         "--scenarios",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="also evaluate the synthetic scenarios",
     )
     args = parser.parse_args(argv)
+    if args.n_seeds < 1:
+        parser.error(f"--n-seeds takes a whole number >= 1, got {args.n_seeds}")
     names = [*(t.name for t in TRACES), SHORT.name]
     args.traces = chosen_traces(parser, names, args.traces) if args.traces else None
     return args
@@ -601,6 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         **{n: ("prewarm", make_model) for n in _names(args.models, list(MODELS), "models")},
         **{n: ("peer", make_peer) for n in _names(args.peers, list(PEERS), "peers")},
     }
+    contenders |= averaged(_names(args.models, list(MODELS), "models"), args.n_seeds)
     eval_days = QUICK_EVAL_DAYS if args.quick else EVAL_DAYS
     started = time.perf_counter()
     datasets = load_datasets(
@@ -668,9 +703,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     style = "bold green" if report["target"]["met"] else "bold red"
     console.print(f"[{style}]{report['target']['text']}[/]")
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "forecast_accuracy.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "forecast_accuracy.md").write_text(render_markdown(report))
-    console.print(f"wrote {args.out / 'forecast_accuracy.md'} and forecast_accuracy.json")
+    stem = args.out / results_stem(args.n_seeds)
+    stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    stem.with_suffix(".md").write_text(render_markdown(report))
+    console.print(f"wrote {stem}.md and .json")
     return 0
 
 

@@ -13,9 +13,11 @@ from benchmarks.forecast_accuracy import (
     BASELINE_RIVALS,
     SHORT,
     TRACES,
+    averaged,
     check_target,
     combined_rows,
     main,
+    results_stem,
 )
 from benchmarks.peers import PEERS
 from forecaster.models import MODELS
@@ -142,3 +144,35 @@ def test_the_short_trace_runs_alone_at_its_own_step(tmp_path: Path) -> None:
 def test_an_unknown_trace_is_a_usage_error() -> None:
     with pytest.raises(SystemExit):
         main(["--traces", "nope", "--no-scenarios"])
+
+
+def test_averaged_boosters_run_beside_their_single_model(tmp_path: Path) -> None:
+    # The last five weeks of the 30-minute trace, one day scored: fast to fit twice.
+    source = DATA / "nyc_taxi_passengers_30min.csv"
+    lines = source.read_text().splitlines()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / source.name).write_text("\n".join([lines[0], *lines[-35 * 48 :]]) + "\n")
+    out = tmp_path / "results"
+    argv = ["--quick", "--no-scenarios", "--models", "ewma,lightgbm", "--peers", ""]
+    assert main([*argv, "--n-seeds", "2", "--data-dir", str(data), "--out", str(out)]) == 0
+
+    report = json.loads((out / "forecast_accuracy_n_seeds2.json").read_text())
+    models = report["datasets"]["nyc_taxi_passengers_30min"]["models"]
+    # only the boosting model gets an averaged twin, on the same origins
+    assert set(models) == {"ewma", "lightgbm", "lightgbm n_seeds=2"}
+    single, pair = models["lightgbm"], models["lightgbm n_seeds=2"]
+    assert pair["kind"] == "prewarm" and pair["scored"] == single["scored"] == 48
+    assert pair["pinball"] != single["pinball"]  # the second booster reaches the forecast
+    assert "| lightgbm n_seeds=2 |" in (out / "forecast_accuracy_n_seeds2.md").read_text()
+    assert not (out / "forecast_accuracy.json").exists()
+
+
+def test_no_averaged_twin_below_two_boosters() -> None:
+    assert averaged(["lightgbm", "ewma"], 1) == {}
+    assert list(averaged(["lightgbm", "ewma", "hist-gbm"], 3)) == [
+        "lightgbm n_seeds=3",
+        "hist-gbm n_seeds=3",
+    ]
+    assert results_stem(1) == "forecast_accuracy"
+    assert results_stem(4) == "forecast_accuracy_n_seeds4"
