@@ -25,6 +25,17 @@ from forecaster.models import MODELS
 DATA = Path(__file__).resolve().parents[2] / "data"
 
 
+def five_weeks(tmp_path: Path) -> Path:
+    """A data folder of the 30-minute trace's last five weeks: enough for weekly seasons,
+    fast to fit."""
+    source = DATA / "nyc_taxi_passengers_30min.csv"
+    lines = source.read_text().splitlines()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / source.name).write_text("\n".join([lines[0], *lines[-35 * 48 :]]) + "\n")
+    return data
+
+
 def _entry(kind: str, p50: float, p90: float, cov: float = 0.9) -> dict[str, Any]:
     return {"kind": kind, "pinball": {"0.5": p50, "0.9": p90}, "coverage": {"0.9": cov}}
 
@@ -75,13 +86,7 @@ def test_target_is_not_claimed_when_a_rival_or_a_trace_is_missing() -> None:
 def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> None:
     pytest.importorskip("statsforecast", reason="optional extra: pip install -e '.[bench]'")
     pytest.importorskip("mlforecast", reason="optional extra: pip install -e '.[bench]'")
-    # The last five weeks of the 30-minute trace: enough for weekly seasons, fast to fit.
-    source = DATA / "nyc_taxi_passengers_30min.csv"
-    lines = source.read_text().splitlines()
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / source.name).write_text("\n".join([lines[0], *lines[-35 * 48 :]]) + "\n")
-    out = tmp_path / "results"
+    data, out = five_weeks(tmp_path), tmp_path / "results"
 
     assert main(["--quick", "--no-scenarios", "--data-dir", str(data), "--out", str(out)]) == 0
 
@@ -147,13 +152,7 @@ def test_an_unknown_trace_is_a_usage_error() -> None:
 
 
 def test_averaged_boosters_run_beside_their_single_model(tmp_path: Path) -> None:
-    # The last five weeks of the 30-minute trace, one day scored: fast to fit twice.
-    source = DATA / "nyc_taxi_passengers_30min.csv"
-    lines = source.read_text().splitlines()
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / source.name).write_text("\n".join([lines[0], *lines[-35 * 48 :]]) + "\n")
-    out = tmp_path / "results"
+    data, out = five_weeks(tmp_path), tmp_path / "results"
     argv = ["--quick", "--no-scenarios", "--models", "ewma,lightgbm", "--peers", ""]
     assert main([*argv, "--n-seeds", "2", "--data-dir", str(data), "--out", str(out)]) == 0
 
