@@ -50,12 +50,13 @@ if __name__ == "__main__" and not __package__:
     # Run as a script: make the repository root importable for `benchmarks.peers`.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.model_seed import n_seeds_arg
 from benchmarks.peers import PEERS, make_peer
 from benchmarks.traces import TRACES, chosen_traces
 from forecaster.evaluation import RollingOrigin, evaluate
 from forecaster.features import FeatureConfig
 from forecaster.frame import regularize, validate_frame
-from forecaster.models import MODELS, make_model
+from forecaster.models import MODELS, averages_boosters, make_model
 from forecaster.scenarios import SCENARIOS
 from prewarm.evaluate import (
     DEFAULT_QUANTILES,
@@ -204,7 +205,7 @@ def averaged(names: Sequence[str], n_seeds: int) -> dict[str, tuple[str, Factory
     ``n_seeds`` boosters per quantile (none below 2)."""
     if n_seeds < 2:
         return {}
-    boosting = [n for n in names if "n_seeds" in make_model(n).get_params()]
+    boosting = [n for n in names if averages_boosters(n)]
     return {
         f"{n} n_seeds={n_seeds}": ("prewarm", with_params(n, n_seeds=n_seeds)) for n in boosting
     }
@@ -599,7 +600,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--n-seeds",
-        type=int,
+        type=n_seeds_arg,
         default=1,
         help="also run each boosting model of --models averaging N boosters per quantile "
         "(its n_seeds), beside it; writes forecast_accuracy_n_seeds<N>",
@@ -611,8 +612,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="also evaluate the synthetic scenarios",
     )
     args = parser.parse_args(argv)
-    if args.n_seeds < 1:
-        parser.error(f"--n-seeds takes a whole number >= 1, got {args.n_seeds}")
     names = [*(t.name for t in TRACES), SHORT.name]
     args.traces = chosen_traces(parser, names, args.traces) if args.traces else None
     return args

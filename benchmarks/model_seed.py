@@ -48,7 +48,7 @@ from benchmarks.tuning_rules import MARGINS, apply_rules, cost_cell, label, rule
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.backtest.tuning import TUNING_MARGIN, VALIDATION, safest
 from forecaster.exceptions import ConfigError
-from forecaster.models import DEFAULT_MODEL, make_model
+from forecaster.models import DEFAULT_MODEL, averages_boosters, make_model
 from prewarm.backtest_report import knob_text
 
 SEEDS = (1, 2, 3)
@@ -75,10 +75,9 @@ def seeds_arg(text: str) -> tuple[int, ...]:
 def check_seeded(model: str, n_seeds: int = 1) -> None:
     """Refuse a model that draws nothing (no seed can move it), and ``n_seeds`` above 1 for
     a model that averages no boosters."""
-    params = make_model(model).get_params()
-    if "random_state" not in params:
+    if "random_state" not in make_model(model).get_params():
         raise ConfigError(f"`model` {model!r} draws nothing at random: its seed cannot move it")
-    if n_seeds > 1 and "n_seeds" not in params:
+    if n_seeds > 1 and not averages_boosters(model):
         raise ConfigError(f"`model` {model!r} averages no boosters: it takes no `n_seeds`")
 
 

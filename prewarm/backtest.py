@@ -210,7 +210,7 @@ def backtest(
         from forecaster.backtest.run import backtest as run_backtest
         from forecaster.exceptions import ConfigError, NotEnoughHistoryError
         from forecaster.frame import infer_step, regularize
-        from forecaster.models import MODELS, make_model
+        from forecaster.models import MODELS, averages_boosters, make_model
         from forecaster.workload import WorkloadSpec
         from prewarm import backtest_report
         from training.config import with_current_hpa
@@ -219,13 +219,14 @@ def backtest(
         names = with_current_hpa(tuple(split_names(policies) or ()), hpa_metric)
         # unknown model names, and boosters asked of a model without any, fail before
         # reading any data
-        model_params = {} if n_seeds == 1 else {"n_seeds": n_seeds}
-        if "n_seeds" not in make_model(model).get_params() and model_params:
-            boosting = [n for n in sorted(MODELS) if "n_seeds" in make_model(n).get_params()]
+        make_model(model)
+        if n_seeds > 1 and not averages_boosters(model):
+            boosting = [n for n in sorted(MODELS) if averages_boosters(n)]
             raise click.UsageError(
                 f"--n-seeds {n_seeds}: model {model!r} averages no boosters; "
                 f"these do: {', '.join(boosting)}"
             )
+        model_params = {} if n_seeds == 1 else {"n_seeds": n_seeds}
         frame = read_series(data, value_col=value_col, step=step)
         if frame["series"].nunique() != 1:
             raise ConfigError(

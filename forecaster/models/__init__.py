@@ -55,4 +55,16 @@ def make_model(name: str, **params: Any) -> BaseForecaster:
     return factory(**params)
 
 
-__all__ = ["MODELS", "BaseForecaster", "make_model", "quantile_column"]
+def averages_boosters(name: str) -> bool:
+    """Whether registered model ``name`` takes ``n_seeds``: boosters of their own seeds,
+    averaged (:class:`~forecaster.models.quantile_gbm.SeedAverage`).
+
+    Raises
+    ------
+    UnknownNameError
+        Listing the registered names.
+    """
+    return "n_seeds" in make_model(name).get_params()
+
+
+__all__ = ["MODELS", "BaseForecaster", "averages_boosters", "make_model", "quantile_column"]

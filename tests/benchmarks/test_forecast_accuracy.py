@@ -167,6 +167,14 @@ def test_averaged_boosters_run_beside_their_single_model(tmp_path: Path) -> None
     assert not (out / "forecast_accuracy.json").exists()
 
 
+@pytest.mark.parametrize("bad", ["0", "two"])
+def test_a_bad_booster_count_is_a_usage_error(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(["--n-seeds", bad])
+    assert refused.value.code == 2
+    assert f"--n-seeds takes a whole number >= 1, got {bad!r}" in capsys.readouterr().err
+
+
 def test_no_averaged_twin_below_two_boosters() -> None:
     assert averaged(["lightgbm", "ewma"], 1) == {}
     assert list(averaged(["lightgbm", "ewma", "hist-gbm"], 3)) == [

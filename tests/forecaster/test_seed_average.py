@@ -97,3 +97,17 @@ def test_the_fitted_average_pickles(averaged, frame):
 def test_a_bad_count_is_refused_before_any_data_naming_it(name, bad):
     with pytest.raises(ConfigError, match=rf"`n_seeds` must be a whole number >= 1, got {bad!r}"):
         model(bad, name=name).check_params()
+
+
+def test_the_boosting_models_are_the_ones_that_average() -> None:
+    from forecaster.exceptions import UnknownNameError
+    from forecaster.models import MODELS, averages_boosters
+
+    assert sorted(n for n in MODELS if averages_boosters(n)) == [
+        "hist-gbm",
+        "lightgbm",
+        "lightgbm-window",
+        "lightgbm-window-shift",
+    ]
+    with pytest.raises(UnknownNameError, match="unknown model 'prophet'"):
+        averages_boosters("prophet")
