@@ -40,8 +40,14 @@ def forward_fill(values: np.ndarray) -> np.ndarray:
 def ewma(values: np.ndarray, halflife: str, step: int, name: str = "halflife") -> np.ndarray:
     """Exponentially weighted mean of ``values`` after each cell, gaps skipped, with a
     half-life of ``halflife`` (a duration; at least half a cell)."""
-    cells = max(parse_duration(halflife, name=name) / step, 0.5)
-    smoothed: np.ndarray = pd.Series(values).ewm(halflife=cells, ignore_na=True).mean().to_numpy()
+    return ewma_cells(values, parse_duration(halflife, name=name) / step)
+
+
+def ewma_cells(values: np.ndarray, cells: float) -> np.ndarray:
+    """:func:`ewma` with the half-life in cells (at least half a cell)."""
+    smoothed: np.ndarray = (
+        pd.Series(values).ewm(halflife=max(cells, 0.5), ignore_na=True).mean().to_numpy()
+    )
     return smoothed
 
 
