@@ -8,6 +8,14 @@ With ``target="window"`` a baseline also forecasts the largest value over its wi
 horizons: the largest of its point forecasts over the window's cells (for seasonal naive, the
 largest value of the same window one season before) plus the empirical quantiles of that
 forecast's own past errors against the window's maximum.
+
+How fast an EWMA level follows the data is a property of the series, as in exponential
+smoothing, where the smoothing constant is fitted: with ``halflife="auto"`` (the default of
+``ewma`` and ``mstl``) each series gets the half-life of :data:`HALFLIFE_CELLS` whose forecasts
+at the model's horizons had the lowest mean absolute error over its training history
+(:class:`SmoothedLevel`). The level reads only the past, so those errors are forecasts'
+errors. No fixed half-life suits the public traces: a half-hour taxi series wants the last
+cell, a noisy 5-minute CPU series hours (``benchmarks/results/forecast_accuracy.md``).
 """
 
 from __future__ import annotations
@@ -18,9 +26,17 @@ import numpy as np
 import pandas as pd
 
 from forecaster.duration import parse_duration
+from forecaster.exceptions import ConfigError, shown
 from forecaster.features import take, trailing_scale, window_target
 from forecaster.models.base import BaseForecaster
 from forecaster.panel import Panel
+
+AUTO = "auto"
+# The half-lives ``auto`` chooses from, in cells of the series' grid: from the last value
+# (half a cell) to a smoothing over hours of 5-minute cells.
+HALFLIFE_CELLS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+# The half-life of a series ``auto`` did not see in fit.
+UNSEEN_HALFLIFE = "1h"
 
 
 def forward_fill(values: np.ndarray) -> np.ndarray:
@@ -159,20 +175,81 @@ class LastValue(PointBaseline):
         return forward_fill(panel.values[s])[origins]
 
 
-class EWMA(PointBaseline):
+class SmoothedLevel(PointBaseline):
+    """A baseline built on an EWMA level whose half-life is fixed or, with ``halflife="auto"``,
+    fitted per series (``halflives_``: seconds by series; a series unseen in fit gets
+    :data:`UNSEEN_HALFLIFE`). The level smooths the series less its :meth:`seasonal` part
+    (none here), which the forecast adds back at the target time."""
+
+    halflife: str
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        if self.halflife != AUTO:
+            try:
+                parse_duration(self.halflife, name="halflife")
+            except ConfigError:
+                raise ConfigError(
+                    f"`halflife` must be a duration such as 30m, or {AUTO!r} to fit one per "
+                    f"series, got {shown(self.halflife)}"
+                ) from None
+
+    def seasonal(self, panel: Panel, s: int, cells: np.ndarray) -> np.ndarray:
+        """The seasonal part of series ``s`` at grid ``cells``: none for a plain level."""
+        return np.zeros(len(cells))
+
+    def _fit_panel(self, panel: Panel) -> None:
+        self.halflives_: dict[str, float] = {}
+        if self.halflife == AUTO:
+            self.halflives_ = {
+                name: self._fitted_halflife(panel, s) for s, name in enumerate(panel.names)
+            }
+        super()._fit_panel(panel)
+
+    def _fitted_halflife(self, panel: Panel, s: int) -> float:
+        """The half-life (seconds) of :data:`HALFLIFE_CELLS` with the lowest mean absolute
+        error of the forecasts of series ``s`` at the model's horizons, over its history."""
+        values = panel.values[s]
+        season = self.seasonal(panel, s, np.arange(len(values)))
+        horizons = np.asarray(self.horizons, dtype=np.int64)
+        origins = np.arange(max(0, len(values) - int(horizons.max())))
+        targets = (origins[:, None] + horizons[None, :]).ravel()
+        at = np.repeat(origins, len(horizons))
+        errors = []
+        for cells in HALFLIFE_CELLS:
+            level = ewma_cells(values - season, cells)
+            error = np.abs(values[targets] - level[at] - season[targets])
+            finite = error[np.isfinite(error)]
+            errors.append(finite.mean() if finite.size else np.inf)
+        return HALFLIFE_CELLS[int(np.argmin(errors))] * panel.step
+
+    def level(self, panel: Panel, s: int) -> np.ndarray:
+        """The level of series ``s`` after each of its cells."""
+        values = panel.values[s] - self.seasonal(panel, s, np.arange(len(panel.values[s])))
+        if self.halflife != AUTO:
+            return ewma(values, self.halflife, panel.step)
+        seconds = self.halflives_.get(panel.names[s], parse_duration(UNSEEN_HALFLIFE))
+        return ewma_cells(values, seconds / panel.step)
+
+    def point(self, panel: Panel, s: int, origins: np.ndarray, horizons: np.ndarray) -> np.ndarray:
+        return self.level(panel, s)[origins] + self.seasonal(panel, s, origins + horizons)
+
+
+class EWMA(SmoothedLevel):
     """Exponentially weighted moving average at the origin, held over the horizon.
 
     Parameters
     ----------
     halflife
-        Duration after which an observation's weight halves.
+        Duration after which an observation's weight halves, or ``auto``: fitted per series
+        (:class:`SmoothedLevel`).
     """
 
     def __init__(
         self,
         horizons: Sequence[int] = (1,),
         quantiles: Sequence[float] = (0.1, 0.5, 0.9),
-        halflife: str = "30m",
+        halflife: str = AUTO,
         scale_window: str = "1d",
         target: str = "horizon",
     ) -> None:
@@ -181,9 +258,6 @@ class EWMA(PointBaseline):
         self.halflife = halflife
         self.scale_window = scale_window
         self.target = target
-
-    def point(self, panel: Panel, s: int, origins: np.ndarray, horizons: np.ndarray) -> np.ndarray:
-        return ewma(panel.values[s], self.halflife, panel.step)[origins]
 
 
 class SeasonalNaive(PointBaseline):

@@ -8,14 +8,9 @@ is a profile indexed by the time of day (or of week), so it can be read at any f
 ``predict`` removes the learned profiles from the history, smooths what is left into a level
 at the origin (an EWMA, so only recent cells are needed) and adds the profile at the target
 time. Quantiles come from the empirical errors at each horizon, as for the baselines.
-
-How fast the level follows the data is a property of the series, as in exponential smoothing,
-where the smoothing constant is fitted: with ``halflife="auto"`` (the default) each series gets
-the half-life of :data:`HALFLIFE_CELLS` whose forecasts at the model's horizons had the lowest
-mean absolute error over its training history. The level is an EWMA of the past only, so those
-errors are forecasts' errors; only the profiles are in sample, the same for every half-life.
-A fixed half-life suits no two series: a half-hour taxi series wants the last cell, a noisy
-5-minute CPU series hours (``benchmarks/results/forecast_accuracy.md``).
+The level's half-life is fitted per series by default, as for ``ewma``
+(:class:`forecaster.models.baseline.SmoothedLevel`); only the profiles are then in sample, the
+same for every half-life.
 """
 
 from __future__ import annotations
@@ -27,18 +22,12 @@ import pandas as pd
 
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
-from forecaster.models.baseline import PointBaseline, ewma, ewma_cells
+from forecaster.models.baseline import AUTO, SmoothedLevel
 from forecaster.panel import Panel
 
 # A season is learned only from this many full periods of history: one period would be the
 # history itself, replayed.
 MIN_PERIODS = 2
-AUTO = "auto"
-# The half-lives ``auto`` chooses from, in cells of the series' grid: from the last value
-# (half a cell) to a smoothing over hours of 5-minute cells.
-HALFLIFE_CELLS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
-# The level's half-life of a series ``auto`` did not see in fit.
-UNSEEN_HALFLIFE = "1h"
 
 
 def _slots(seconds: np.ndarray, step: int, period: int) -> np.ndarray:
@@ -58,7 +47,7 @@ def season_profile(residual: np.ndarray, slots: np.ndarray, period: int) -> np.n
     return profile
 
 
-class SeasonalDecomposition(PointBaseline):
+class SeasonalDecomposition(SmoothedLevel):
     """Additive multi-seasonal decomposition with an EWMA level.
 
     Parameters
@@ -70,8 +59,7 @@ class SeasonalDecomposition(PointBaseline):
         needs two full periods of a series' history; shorter histories leave it out.
     halflife
         Half-life of the EWMA of the deseasonalized history that gives the level at an origin:
-        a duration, or ``auto`` to fit one per series (``halflives_``: seconds by series; a
-        series unseen in fit gets :data:`UNSEEN_HALFLIFE`).
+        a duration, or ``auto``: fitted per series (:class:`SmoothedLevel`).
     iterations
         Passes over the seasons (MSTL refines each component given the others).
     scale_window
@@ -112,8 +100,6 @@ class SeasonalDecomposition(PointBaseline):
             raise ConfigError(f"`seasons` must be a list of durations, got {self.seasons!r}")
         for season in self.seasons:
             parse_duration(season, name="seasons")
-        if self.halflife != AUTO:
-            parse_duration(self.halflife, name="halflife")
 
     def _periods(self, step: int) -> list[int]:
         return [max(2, round(parse_duration(s, name="seasons") / step)) for s in self.seasons]
@@ -136,37 +122,7 @@ class SeasonalDecomposition(PointBaseline):
             self.profiles_[panel.names[s]] = [
                 profiles[usable.index(p)] if p in usable else np.zeros(p) for p in periods
             ]
-        self.halflives_: dict[str, float] = {}
-        if self.halflife == AUTO:
-            self.halflives_ = {
-                panel.names[s]: self._fitted_halflife(panel, s) for s in range(len(panel.names))
-            }
         super()._fit_panel(panel)
-
-    def _fitted_halflife(self, panel: Panel, s: int) -> float:
-        """The half-life of :data:`HALFLIFE_CELLS` with the lowest mean absolute error of the
-        forecasts of series ``s`` at the model's horizons, over its history."""
-        values = panel.values[s]
-        history = self.seasonal(panel, s, np.arange(len(values)))
-        horizons = np.asarray(self.horizons, dtype=np.int64)
-        origins = np.arange(max(0, len(values) - int(horizons.max())))
-        targets = (origins[:, None] + horizons[None, :]).ravel()
-        at = np.repeat(origins, len(horizons))
-        errors = []
-        for cells in HALFLIFE_CELLS:
-            level = ewma_cells(values - history, cells)
-            error = np.abs(values[targets] - level[at] - history[targets])
-            finite = error[np.isfinite(error)]
-            errors.append(finite.mean() if finite.size else np.inf)
-        return HALFLIFE_CELLS[int(np.argmin(errors))] * panel.step
-
-    def _level(self, panel: Panel, s: int, deseasonalized: np.ndarray) -> np.ndarray:
-        """The level of series ``s`` after each cell: the EWMA of its ``deseasonalized``
-        history at its fitted (or the fixed) half-life."""
-        if self.halflife != AUTO:
-            return ewma(deseasonalized, self.halflife, panel.step)
-        seconds = self.halflives_.get(panel.names[s], parse_duration(UNSEEN_HALFLIFE))
-        return ewma_cells(deseasonalized, seconds / panel.step)
 
     def seasonal(self, panel: Panel, s: int, cells: np.ndarray) -> np.ndarray:
         """The learned seasonal components of series ``s`` at grid cells ``cells`` (0 for a
@@ -178,9 +134,3 @@ class SeasonalDecomposition(PointBaseline):
         for period, profile in zip(periods, profiles, strict=True):
             out += profile[_slots(seconds, panel.step, period)]
         return out
-
-    def point(self, panel: Panel, s: int, origins: np.ndarray, horizons: np.ndarray) -> np.ndarray:
-        values = panel.values[s]
-        history = self.seasonal(panel, s, np.arange(len(values)))
-        level = self._level(panel, s, values - history)
-        return level[origins] + self.seasonal(panel, s, origins + horizons)
