@@ -4,7 +4,7 @@ Run (needs the ``bench`` extra: ``pip install -e '.[dev,bench]'``)::
 
     .venv/bin/python benchmarks/forecast_accuracy.py [--data-dir ../shared/data]
         [--out benchmarks/results] [--models a,b] [--peers a,b] [--traces a,b] [--quick]
-        [--no-scenarios] [--n-seeds 4]
+        [--no-scenarios] [--n-seeds 4] [--plot docs/forecast-accuracy.png]
 
 For each of the five demand-like traces of the data directory (see its README) and the two
 synthetic scenarios, every registered prewarm model and every peer (:mod:`benchmarks.peers`)
@@ -26,6 +26,10 @@ settings: the last 20 minutes scored 30 seconds ahead, refit every 5 minutes on 
 before, a 10-second hold; it is reported beside the others and left out of the target, which
 is about days.
 
+The report also measures the lead over the peers (:func:`check_lead`): per trace, prewarm's
+best calibrated model at q0.9 against the best peer, per horizon and on the window, drawn in
+``docs/forecast-accuracy.png`` after a full run (``--plot`` elsewhere).
+
 ``--n-seeds N`` adds, beside each boosting model of ``--models``, the same model averaging N
 boosters per quantile (its ``n_seeds``), on the same folds, and writes
 ``forecast_accuracy_n_seeds<N>``.
@@ -42,9 +46,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 if __name__ == "__main__" and not __package__:
     # Run as a script: make the repository root importable for `benchmarks.peers`.
@@ -85,6 +92,10 @@ COVERAGE_BAND = (0.85, 0.95)
 TARGET_WINS = 4
 LEVELS = tuple(f"{q:g}" for q in DEFAULT_QUANTILES)
 COMBINED = ("combination", "auto", "mstl")  # compared with TARGET_MODEL trace by trace
+# The lead over the peers a user would notice: prewarm's best calibrated model at least 10%
+# under the best peer's q0.9 pinball loss on 4 of the 5 traces, its coverage in this band.
+LEAD, LEAD_WINS, LEAD_BAND = 0.10, 4, (0.87, 0.93)
+PLOT = ROOT / "docs" / "forecast-accuracy.png"
 
 
 @dataclass(frozen=True)
@@ -404,6 +415,42 @@ def check_target(datasets: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"met": met, "wins": wins, "coverage_ok": covered, "traces": rows, "text": text}
 
 
+def check_lead(datasets: dict[str, dict[str, Any]], window: bool = False) -> dict[str, Any]:
+    """The lead over the peers, trace by trace: prewarm's best model at q0.9 (lowest pinball
+    loss among those whose q0.9 coverage lies in :data:`LEAD_BAND`: a model that wins by
+    covering too little is not a calibrated forecast) against the best peer; the lead is one
+    less their ratio. ``window``: the same on the window's maximum (window pinball, window
+    coverage). Real traces only."""
+    loss, cover = ("window_pinball", "window_coverage") if window else ("pinball", "coverage")
+    rows: dict[str, dict[str, Any]] = {}
+    for name, data in datasets.items():
+        if data["kind"] != "real":
+            continue
+        ok = {m: e for m, e in data["models"].items() if _ok(e)}
+        peers = {m: e[loss]["0.9"] for m, e in ok.items() if e["kind"] == "peer"}
+        ours = {
+            m: e[loss]["0.9"]
+            for m, e in ok.items()
+            if e["kind"] == "prewarm" and LEAD_BAND[0] <= e[cover]["0.9"] <= LEAD_BAND[1]
+        }
+        if not peers or not ours:
+            continue
+        best, peer = min(ours, key=ours.__getitem__), min(peers, key=peers.__getitem__)
+        lead = 1.0 - ours[best] / peers[peer]
+        rows[name] = {
+            "model": best,
+            "pinball": ours[best],
+            "coverage": ok[best][cover]["0.9"],
+            "peer": peer,
+            "peer_pinball": peers[peer],
+            "lead": lead,
+            "met": lead >= LEAD - 1e-12,
+        }
+    wins = sum(r["met"] for r in rows.values())
+    met = len(rows) == len(TRACES) and wins >= LEAD_WINS
+    return {"met": met, "wins": wins, "traces": rows}
+
+
 # -- rendering -----------------------------------------------------------------------------------
 HEADERS = (
     "trace", "step", "horizon", "model", "MASE", "pinball q0.5", "pinball q0.9",
@@ -533,6 +580,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{'yes' if row['coverage_ok'] else 'no'} |"
         )
     lines += ["", f"**{verdict['text']}**", ""]
+    lines += lead_markdown(report["datasets"])
     ratios = combined_rows(report["datasets"])
     if ratios:
         present = [m for m in COMBINED if any(m in r for r in ratios.values())]
@@ -559,6 +607,99 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def lead_markdown(datasets: dict[str, dict[str, Any]]) -> list[str]:
+    """The lead over the peers (:func:`check_lead`), per horizon and on the window, as a
+    Markdown section; nothing when no real trace has both a peer and a calibrated model."""
+    leads = {window: check_lead(datasets, window) for window in (False, True)}
+    if not leads[False]["traces"]:
+        return []
+    low, high = LEAD_BAND
+    lines = [
+        "## The lead over the peers at q0.9",
+        "",
+        f"Prewarm's best model (the lowest pinball loss among those whose coverage lies in "
+        f"[{low}, {high}]) against the best peer; the lead is one less the ratio of their "
+        f"losses. Per horizon it must be at least {LEAD:.0%} on {LEAD_WINS} of the "
+        f"{len(TRACES)} traces. Plotted in `docs/{PLOT.name}`.",
+        "",
+        "| trace | per horizon: prewarm's best (cov) | best peer | lead | "
+        "window: prewarm's best (cov) | best peer | lead |",
+        "|---|---|---|---:|---|---|---:|",
+    ]
+    for name in leads[False]["traces"]:
+        cells = []
+        for window in (False, True):
+            row = leads[window]["traces"].get(name)
+            if row is None:
+                cells += ["none in band", "", ""]
+                continue
+            cells += [
+                f"{row['model']} {row['pinball']:.4g} ({row['coverage']:.3f})",
+                f"{row['peer']} {row['peer_pinball']:.4g}",
+                f"{row['lead']:+.1%}",
+            ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    verdict = leads[False]
+    lines += [
+        "",
+        f"**Per horizon, {verdict['wins']} of {len(TRACES)} traces lead by at least "
+        f"{LEAD:.0%} (needs {LEAD_WINS}): {'met' if verdict['met'] else 'not met'}.**",
+        "",
+    ]
+    return lines
+
+
+def figure(datasets: dict[str, dict[str, Any]]) -> Figure:
+    """Every model's q0.9 pinball loss over the best peer's, per horizon and on the window,
+    one row per real trace: prewarm's models in grey (hollow where their coverage lies out of
+    :data:`LEAD_BAND`), its best calibrated one in green, the peers in orange. Left of the
+    dashed line is the lead a user would notice."""
+    from matplotlib.figure import Figure
+
+    real = [n for n, d in datasets.items() if d["kind"] == "real"]
+    fig = Figure(figsize=(9.0, 0.6 * len(real) + 1.6), layout="constrained")
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, window in zip(axes, (False, True), strict=True):
+        loss, cover = ("window_pinball", "window_coverage") if window else ("pinball", "coverage")
+        lead = check_lead(datasets, window)["traces"]
+        for y, name in enumerate(real):
+            ok = {m: e for m, e in datasets[name]["models"].items() if _ok(e)}
+            peers = [e[loss]["0.9"] for e in ok.values() if e["kind"] == "peer"]
+            if not peers:
+                continue
+            base = min(peers)
+            for model, e in ok.items():
+                x = e[loss]["0.9"] / base
+                if e["kind"] == "peer":
+                    ax.plot(x, y, "^", color="tab:orange", markersize=6, label="peer")
+                elif name in lead and model == lead[name]["model"]:
+                    ax.plot(x, y, "o", color="tab:green", markersize=8,
+                            label="prewarm's best calibrated")  # fmt: skip
+                    ax.annotate(model, (x, y), textcoords="offset points", xytext=(0, 7),
+                                fontsize=6, ha="center")  # fmt: skip
+                else:
+                    inside = LEAD_BAND[0] <= e[cover]["0.9"] <= LEAD_BAND[1]
+                    label = "prewarm" if inside else "prewarm, coverage out of band"
+                    fill = "full" if inside else "none"
+                    ax.plot(x, y, "o", markersize=4, color="grey", fillstyle=fill, label=label)
+        ax.axvline(1.0, color="tab:orange", linewidth=0.8)
+        ax.axvline(1.0 - LEAD, color="tab:green", linewidth=0.8, linestyle="--",
+                   label=f"{LEAD:.0%} lead")  # fmt: skip
+        ax.set_xlim(0.6, 1.6)
+        ax.set_title("window maximum" if window else "per horizon", fontsize=9)
+        ax.set_xlabel("q0.9 pinball loss / best peer's")
+    axes[0].set_yticks(range(len(real)), real, fontsize=7)
+    axes[0].invert_yaxis()
+    handles, labels = [], []
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=7)
+    return fig
 
 
 def _versions() -> dict[str, str]:
@@ -604,6 +745,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=1,
         help="also run each boosting model of --models averaging N boosters per quantile "
         "(its n_seeds), beside it; writes forecast_accuracy_n_seeds<N>",
+    )
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        help="where the figure of the lead over the peers is written (default: "
+        f"docs/{PLOT.name} after a full run: every trace, one booster, not --quick)",
     )
     parser.add_argument(
         "--scenarios",
@@ -706,6 +853,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     stem.with_suffix(".md").write_text(render_markdown(report))
     console.print(f"wrote {stem}.md and .json")
+    full = not args.quick and args.traces is None and args.n_seeds < 2
+    plot = args.plot or (PLOT if full else None)
+    if plot is not None and check_lead(results)["traces"]:
+        plot.parent.mkdir(parents=True, exist_ok=True)
+        figure(results).savefig(plot, dpi=110)
+        console.print(f"wrote {plot}")
     return 0
 
 

@@ -14,8 +14,11 @@ from benchmarks.forecast_accuracy import (
     SHORT,
     TRACES,
     averaged,
+    check_lead,
     check_target,
     combined_rows,
+    figure,
+    lead_markdown,
     main,
     results_stem,
 )
@@ -88,7 +91,10 @@ def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> 
     pytest.importorskip("mlforecast", reason="optional extra: pip install -e '.[bench]'")
     data, out = five_weeks(tmp_path), tmp_path / "results"
 
-    assert main(["--quick", "--no-scenarios", "--data-dir", str(data), "--out", str(out)]) == 0
+    plot = tmp_path / "lead.png"
+    argv = ["--quick", "--no-scenarios", "--data-dir", str(data), "--out", str(out)]
+    assert main([*argv, "--plot", str(plot)]) == 0
+    assert plot.stat().st_size > 0
 
     report = json.loads((out / "forecast_accuracy.json").read_text())
     dataset = report["datasets"]["nyc_taxi_passengers_30min"]
@@ -183,3 +189,58 @@ def test_no_averaged_twin_below_two_boosters() -> None:
     ]
     assert results_stem(1) == "forecast_accuracy"
     assert results_stem(4) == "forecast_accuracy_n_seeds4"
+
+
+def _scored(kind: str, p90: float, cov: float, win: float, win_cov: float) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "pinball": {"0.5": 1.0, "0.9": p90},
+        "coverage": {"0.9": cov},
+        "window_pinball": {"0.9": win},
+        "window_coverage": {"0.9": win_cov},
+    }
+
+
+def _lead_data(ours: float) -> dict[str, Any]:
+    """One trace: prewarm's calibrated model at ``ours``, a better one covering too little,
+    a failed one and two peers (the best at 1.0)."""
+    return {
+        "kind": "real",
+        "models": {
+            "lightgbm-window": _scored("prewarm", ours, 0.90, ours, 0.91),
+            "auto": _scored("prewarm", 0.5 * ours, 0.80, 0.5 * ours, 0.95),  # out of band
+            "mstl": {"kind": "prewarm", "error": "ConfigError: no"},
+            "statsforecast-mstl": _scored("peer", 1.0, 0.8, 2.0, 0.8),
+            "mlforecast-lightgbm": _scored("peer", 1.5, 0.9, 1.6, 0.8),
+        },
+    }
+
+
+def test_the_lead_is_prewarms_best_calibrated_model_over_the_best_peer() -> None:
+    datasets = {t.name: _lead_data(0.85) for t in TRACES}
+    datasets[TRACES[0].name] = _lead_data(0.95)
+    datasets["viral-launch"] = {**_lead_data(0.1), "kind": "synthetic"}  # not counted
+    verdict = check_lead(datasets)
+    assert (verdict["met"], verdict["wins"]) == (True, 4)
+    row = verdict["traces"][TRACES[1].name]
+    assert (row["model"], row["peer"]) == ("lightgbm-window", "statsforecast-mstl")
+    assert row["lead"] == pytest.approx(0.15) and row["met"]
+    assert verdict["traces"][TRACES[0].name]["lead"] == pytest.approx(0.05)
+    assert "viral-launch" not in verdict["traces"]
+    # on the window the best peer is another one, and the lead its own
+    window = check_lead(datasets, window=True)["traces"][TRACES[1].name]
+    assert window["peer"] == "mlforecast-lightgbm"
+    assert window["lead"] == pytest.approx(1 - 0.85 / 1.6)
+    datasets[TRACES[2].name] = _lead_data(0.95)
+    assert (check_lead(datasets)["met"], check_lead(datasets)["wins"]) == (False, 3)
+
+
+def test_the_lead_is_rendered_and_plotted(tmp_path: Path) -> None:
+    datasets = {t.name: _lead_data(0.85) for t in TRACES}
+    text = "\n".join(lead_markdown(datasets))
+    assert "| lightgbm-window 0.85 (0.900) | statsforecast-mstl 1 | +15.0% |" in text
+    assert "5 of 5 traces lead by at least 10% (needs 4): met" in text
+    path = tmp_path / "lead.png"
+    figure(datasets).savefig(path)
+    assert path.stat().st_size > 0
+    assert lead_markdown({}) == []
