@@ -46,6 +46,7 @@ from benchmarks.backtest_savings import (
     workload,
 )
 from benchmarks.traces import TRACES, chosen_traces
+from forecaster.backtest.plots import legend_below
 from forecaster.backtest.run import BacktestSettings, backtest, lead_forecast, lead_horizons
 from forecaster.backtest.tuning import rule_text
 from forecaster.duration import parse_duration
@@ -349,13 +350,7 @@ def figure(rows: Mapping[str, Mapping[str, Any]]) -> Figure:
         ax.set_title(name, fontsize=8)
         ax.set_xlabel("cold start")
     axes[0].set_ylabel("saving over tuned reactive HPA (%)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    for ax in axes[1:]:  # a marker kind may appear on any panel: one legend for all
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            if label not in labels:
-                handles.append(handle)
-                labels.append(label)
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=7)
+    legend_below(fig, axes)
     return fig
 
 

@@ -60,6 +60,7 @@ if __name__ == "__main__" and not __package__:
 from benchmarks.model_seed import n_seeds_arg
 from benchmarks.peers import PEERS, make_peer
 from benchmarks.traces import TRACES, chosen_traces
+from forecaster.backtest.plots import legend_below
 from forecaster.evaluation import RollingOrigin, evaluate
 from forecaster.features import FeatureConfig
 from forecaster.frame import regularize, validate_frame
@@ -692,13 +693,7 @@ def figure(datasets: dict[str, dict[str, Any]]) -> Figure:
         ax.set_xlabel("q0.9 pinball loss / best peer's")
     axes[0].set_yticks(range(len(real)), real, fontsize=7)
     axes[0].invert_yaxis()
-    handles, labels = [], []
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            if label not in labels:
-                handles.append(handle)
-                labels.append(label)
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=7)
+    legend_below(fig, axes)
     return fig
 
 

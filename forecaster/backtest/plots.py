@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -11,9 +11,22 @@ from forecaster.backtest.frontier import PolicyPoint
 from forecaster.backtest.simulator import Trajectory
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 DAY = 86400.0
+
+
+def legend_below(figure: Figure, axes: Sequence[Axes]) -> None:
+    """One legend under the panels of ``figure`` for every label drawn on any of ``axes``
+    (a marker kind may appear on one panel only), each label once, in order of appearance."""
+    handles, labels = [], []
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=7)
 
 
 def spike_window(rate: np.ndarray, step_seconds: float, span: float = DAY) -> slice:
