@@ -70,8 +70,8 @@ backtest grid and every workload's quantile are added). Horizons are not configu
 derived from each workload's cold start, decision delay and hold. ``name: auto`` selects one
 model per workload: ``params.candidates`` (registered single models, default ``[lightgbm,
 lightgbm-window, seasonal-naive-weekly, ewma, mstl]``) are fitted before the last
-``params.validation_window`` of each fold's training data (default one day, or a quarter of a
-shorter history); the one whose forecast of the lead window's largest demand (its window
+``params.validation_window`` of each fold's training data (default one day, or 288 cells
+when that is longer, or a quarter of a shorter history); the one whose forecast of the lead window's largest demand (its window
 target, else the largest of its per-horizon quantiles: what the plan sizes for) has the lowest
 pinball loss there at the workload's quantile, among those whose forecast covered the windows
 at least that quantile less three standard errors of a coverage over that many windows

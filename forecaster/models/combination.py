@@ -59,6 +59,11 @@ SELECT_CANDIDATES = ("lightgbm", "lightgbm-window", "seasonal-naive-weekly", "ew
 COVERAGE_Z = 3.0
 KEYS = ("origin", "horizon")
 DEFAULT_VALIDATION, SHORT_SHARE = 86400.0, 0.25  # one day, or a quarter of a short history
+# The fewest cells the default validation window spans: one day of 5-minute cells. A day of
+# half-hour cells is 48 windows, too few to rank models by: on nyc_taxi's daily refits `auto`
+# picked EWMA or `mstl` for a day on two of seven and lost 1.7x LightGBM's q0.9 pinball loss;
+# over six days it serves `lightgbm-window` on each (benchmarks/results/forecast_accuracy.md).
+MIN_VALIDATION_CELLS = 288
 
 
 def pinball_weights(forecasts: np.ndarray, actual: np.ndarray, quantile: float) -> np.ndarray:
@@ -171,7 +176,8 @@ class Combination(BaseForecaster):
         series at its quantile).
     validation_window
         The most recent span of the training frame the weights are learned on; None: one day,
-        or a quarter of the history when that is shorter (hours of arrival logs).
+        or :data:`MIN_VALIDATION_CELLS` cells when that is longer (six days of half-hour
+        cells), or a quarter of the history when that is shorter (hours of arrival logs).
     taus
         Series -> the quantile a ``select`` judges it at (its policy's tau); training sets it.
     candidate_params
@@ -317,7 +323,8 @@ class Combination(BaseForecaster):
         end = time.max()
         if self.validation_window is None:
             span = (end - time.min()).total_seconds()
-            cells = max(1, round(min(DEFAULT_VALIDATION, span * SHORT_SHARE) / self.step_))
+            seconds = max(DEFAULT_VALIDATION, MIN_VALIDATION_CELLS * self.step_)
+            cells = max(1, round(min(seconds, span * SHORT_SHARE) / self.step_))
         else:
             cells = max(1, round(parse_duration(self.validation_window) / self.step_))
         cut = end - (cells - 1) * step

@@ -10,6 +10,7 @@ from forecaster.exceptions import ConfigError, NotEnoughHistoryError
 from forecaster.metrics import pinball_loss
 from forecaster.models import make_model
 from forecaster.models.combination import (
+    MIN_VALIDATION_CELLS,
     Combination,
     coverage_slack,
     pinball_weights,
@@ -208,6 +209,27 @@ def test_an_unseen_series_gets_the_average_weights() -> None:
     unseen = daily(5, 2, "c").tail(200)
     out = model.predict(unseen)
     assert len(out) == len(HORIZONS) and np.isfinite(out[["q0.5", "q0.9"]]).all().all()
+
+
+@pytest.mark.parametrize(
+    ("step", "days", "cells"),
+    [
+        (300, 8, MIN_VALIDATION_CELLS),  # one day of 5-minute cells
+        (60, 8, 1440),  # one day
+        (1800, 40, MIN_VALIDATION_CELLS),  # six days: a day would be 48 windows
+        (1800, 12, 12 * 48 // 4),  # a quarter of a history too short for six days
+    ],
+)
+def test_the_default_validation_window_counts_enough_windows(
+    step: int, days: int, cells: int
+) -> None:
+    times = pd.date_range("2026-03-02", periods=days * 86400 // step, freq=f"{step}s", tz="UTC")
+    values = 50 + 10 * np.sin(2 * np.pi * np.arange(len(times)) * step / 86400)
+    frame = pd.DataFrame({"series": "s", "timestamp": times, "value": values})
+    model = combination(max_origins=10_000).fit(frame)
+    origins, cut = model._validation_origins(frame)
+    assert cut == times[-cells]
+    assert origins[0] == cut and len(origins) == cells - min(HORIZONS)
 
 
 def test_a_validation_window_longer_than_the_history_is_refused() -> None:
