@@ -71,11 +71,12 @@ derived from each workload's cold start, decision delay and hold. ``name: auto``
 model per workload: ``params.candidates`` (registered single models, default ``[lightgbm,
 lightgbm-window, seasonal-naive-weekly, ewma, mstl]``) are fitted before the last
 ``params.validation_window`` of each fold's training data (default one day, or 288 cells
-when that is longer, or a quarter of a shorter history); the one whose forecast of the lead window's largest demand (its window
-target, else the largest of its per-horizon quantiles: what the plan sizes for) has the lowest
-pinball loss there at the workload's quantile, among those whose forecast covered the windows
-at least that quantile less three standard errors of a coverage over that many windows
-(among all when none did), serves it, refitted on all of the training data;
+when that is longer, or a quarter of a shorter history); the one whose forecast of the lead
+window's largest demand (its window target, else the largest of its per-horizon quantiles:
+what the plan sizes for) has the lowest pinball loss there at the workload's quantile, among
+those whose forecast covered the windows at least that quantile less three standard errors
+of a coverage over that many windows (among all when none did), serves it, refitted on all of
+the training data;
 ``params.candidate_params`` (``{model: {argument: value}}``) sets their arguments.
 ``name: combination`` takes the same parameters (its default candidates lack
 ``lightgbm-window``) and weighs the candidates per workload and quantile instead (non-negative
