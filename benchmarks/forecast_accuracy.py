@@ -160,13 +160,15 @@ NOTES = (
     "the per-horizon quantiles (prewarm's plan without one, and a peer's forecasts planned the "
     "same way). Origins whose window runs past the data are not window-scored.",
     "`combination` weighs LightGBM, seasonal naive (weekly), EWMA and `mstl` per series and "
-    "quantile by pinball loss on the last day of each refit's training data (a quarter of it "
-    "on the short trace), the candidates fitted before that day; `auto` picks, among those and "
+    "quantile by pinball loss on the last day of each refit's training data (288 cells where a "
+    "day holds fewer: six days on nyc_taxi; a quarter of it on the short trace), the "
+    "candidates fitted before that window; `auto` picks, among those and "
     "`lightgbm-window`, the one whose window forecast (what the plan sizes for) has the lowest "
     "mean pinball there, of those covering the windows within three standard errors of the top "
     "quantile (0.053 over a day of 5-minute windows). Both then refit the candidates they use "
     "on all of the training data. `mstl` is prewarm's own "
-    "daily/weekly decomposition with an EWMA level.",
+    "daily/weekly decomposition with an EWMA level; it and `ewma` fit the EWMA's half-life "
+    "per series on the training data.",
     f"{SHORT.name}: one hour at 1-second steps; the last {SHORT.eval_seconds // 60} minutes "
     f"are scored {SHORT.horizon_seconds} s ahead, refit every {SHORT.refit_seconds // 60} "
     "minutes on all data before (about 40 minutes at the first refit). No daily season: MASE "
