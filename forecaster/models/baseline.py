@@ -208,7 +208,8 @@ class SmoothedLevel(PointBaseline):
 
     def _fitted_halflife(self, panel: Panel, s: int) -> float:
         """The half-life (seconds) of :data:`HALFLIFE_CELLS` with the lowest mean absolute
-        error of the forecasts of series ``s`` at the model's horizons, over its history."""
+        error of the forecasts of series ``s`` at the model's horizons, over its history
+        (:data:`UNSEEN_HALFLIFE` when no forecast there has a target)."""
         values = panel.values[s]
         season = self.seasonal(panel, s, np.arange(len(values)))
         horizons = np.asarray(self.horizons, dtype=np.int64)
@@ -221,6 +222,8 @@ class SmoothedLevel(PointBaseline):
             error = np.abs(values[targets] - level[at] - season[targets])
             finite = error[np.isfinite(error)]
             errors.append(finite.mean() if finite.size else np.inf)
+        if not np.isfinite(errors).any():
+            return float(parse_duration(UNSEEN_HALFLIFE))
         return HALFLIFE_CELLS[int(np.argmin(errors))] * panel.step
 
     def level(self, panel: Panel, s: int) -> np.ndarray:

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
 from forecaster.models import make_model
 from forecaster.models.baseline import AUTO, HALFLIFE_CELLS, UNSEEN_HALFLIFE, SmoothedLevel
@@ -82,3 +83,12 @@ def test_a_bad_half_life_is_refused_naming_it(name: str, halflife: str) -> None:
         model.check_params()
     with pytest.raises(ConfigError, match="halflife"):
         model.fit(_walk_and_noise(seed=6))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_series_too_short_to_score_gets_the_fallback(name: str) -> None:
+    frame = _walk_and_noise(seed=7)
+    short = frame[frame["series"] == "walk"].head(3)  # no origin with a target 4 cells ahead
+    model = make_model(name, horizons=(4,), quantiles=(0.5,)).fit(short)
+    assert isinstance(model, SmoothedLevel)
+    assert model.halflives_ == {"walk": parse_duration(UNSEEN_HALFLIFE)}
