@@ -418,13 +418,23 @@ def check_target(datasets: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"met": met, "wins": wins, "coverage_ok": covered, "traces": rows, "text": text}
 
 
+def _scores(window: bool) -> tuple[str, str]:
+    """The report's loss and coverage keys, per horizon or on the window's maximum."""
+    return ("window_pinball", "window_coverage") if window else ("pinball", "coverage")
+
+
+def _calibrated(entry: dict[str, Any], cover: str) -> bool:
+    """Whether a model's q0.9 coverage (``cover``) lies in :data:`LEAD_BAND`."""
+    return bool(LEAD_BAND[0] <= entry[cover]["0.9"] <= LEAD_BAND[1])
+
+
 def check_lead(datasets: dict[str, dict[str, Any]], window: bool = False) -> dict[str, Any]:
     """The lead over the peers, trace by trace: prewarm's best model at q0.9 (lowest pinball
     loss among those whose q0.9 coverage lies in :data:`LEAD_BAND`: a model that wins by
     covering too little is not a calibrated forecast) against the best peer; the lead is one
     less their ratio. ``window``: the same on the window's maximum (window pinball, window
     coverage). Real traces only."""
-    loss, cover = ("window_pinball", "window_coverage") if window else ("pinball", "coverage")
+    loss, cover = _scores(window)
     rows: dict[str, dict[str, Any]] = {}
     for name, data in datasets.items():
         if data["kind"] != "real":
@@ -434,7 +444,7 @@ def check_lead(datasets: dict[str, dict[str, Any]], window: bool = False) -> dic
         ours = {
             m: e[loss]["0.9"]
             for m, e in ok.items()
-            if e["kind"] == "prewarm" and LEAD_BAND[0] <= e[cover]["0.9"] <= LEAD_BAND[1]
+            if e["kind"] == "prewarm" and _calibrated(e, cover)
         }
         if not peers or not ours:
             continue
@@ -665,7 +675,7 @@ def figure(datasets: dict[str, dict[str, Any]]) -> Figure:
     fig = Figure(figsize=(9.0, 0.6 * len(real) + 1.6), layout="constrained")
     axes = fig.subplots(1, 2, sharey=True)
     for ax, window in zip(axes, (False, True), strict=True):
-        loss, cover = ("window_pinball", "window_coverage") if window else ("pinball", "coverage")
+        loss, cover = _scores(window)
         lead = check_lead(datasets, window)["traces"]
         for y, name in enumerate(real):
             ok = {m: e for m, e in datasets[name]["models"].items() if _ok(e)}
@@ -683,7 +693,7 @@ def figure(datasets: dict[str, dict[str, Any]]) -> Figure:
                     ax.annotate(model, (x, y), textcoords="offset points", xytext=(0, 7),
                                 fontsize=6, ha="center")  # fmt: skip
                 else:
-                    inside = LEAD_BAND[0] <= e[cover]["0.9"] <= LEAD_BAND[1]
+                    inside = _calibrated(e, cover)
                     label = "prewarm" if inside else "prewarm, coverage out of band"
                     fill = "full" if inside else "none"
                     ax.plot(x, y, "o", markersize=4, color="grey", fillstyle=fill, label=label)
@@ -774,11 +784,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from threadpoolctl import threadpool_limits
 
     args = parse_args(argv)
+    models = _names(args.models, list(MODELS), "models")
     contenders: dict[str, tuple[str, Factory]] = {
-        **{n: ("prewarm", make_model) for n in _names(args.models, list(MODELS), "models")},
+        **{n: ("prewarm", make_model) for n in models},
         **{n: ("peer", make_peer) for n in _names(args.peers, list(PEERS), "peers")},
+        **averaged(models, args.n_seeds),
     }
-    contenders |= averaged(_names(args.models, list(MODELS), "models"), args.n_seeds)
     eval_days = QUICK_EVAL_DAYS if args.quick else EVAL_DAYS
     started = time.perf_counter()
     datasets = load_datasets(

@@ -226,16 +226,18 @@ class SmoothedLevel(PointBaseline):
             return float(parse_duration(UNSEEN_HALFLIFE))
         return HALFLIFE_CELLS[int(np.argmin(errors))] * panel.step
 
-    def level(self, panel: Panel, s: int) -> np.ndarray:
-        """The level of series ``s`` after each of its cells."""
-        values = panel.values[s] - self.seasonal(panel, s, np.arange(len(panel.values[s])))
+    def _halflife_seconds(self, series: str) -> float:
+        """The level's half-life of ``series``: the fixed one, else fitted, else the
+        fallback."""
         if self.halflife != AUTO:
-            return ewma(values, self.halflife, panel.step)
-        seconds = self.halflives_.get(panel.names[s], parse_duration(UNSEEN_HALFLIFE))
-        return ewma_cells(values, seconds / panel.step)
+            return float(parse_duration(self.halflife, name="halflife"))
+        return self.halflives_.get(series, float(parse_duration(UNSEEN_HALFLIFE)))
 
     def point(self, panel: Panel, s: int, origins: np.ndarray, horizons: np.ndarray) -> np.ndarray:
-        return self.level(panel, s)[origins] + self.seasonal(panel, s, origins + horizons)
+        values = panel.values[s]
+        season = self.seasonal(panel, s, np.arange(len(values)))
+        level = ewma_cells(values - season, self._halflife_seconds(panel.names[s]) / panel.step)
+        return level[origins] + self.seasonal(panel, s, origins + horizons)
 
 
 class EWMA(SmoothedLevel):
