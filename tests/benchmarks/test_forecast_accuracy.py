@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from benchmarks.forecast_accuracy import (
@@ -14,10 +15,12 @@ from benchmarks.forecast_accuracy import (
     SHORT,
     TRACES,
     averaged,
+    block_losses,
     check_lead,
     check_target,
     combined_rows,
     figure,
+    lead_interval,
     lead_markdown,
     main,
     results_stem,
@@ -244,3 +247,48 @@ def test_the_lead_is_rendered_and_plotted(tmp_path: Path) -> None:
     figure(datasets).savefig(path)
     assert path.stat().st_size > 0
     assert lead_markdown({}) == []
+
+
+def test_block_losses_sum_each_refit_block_of_the_scored_span() -> None:
+    start = pd.Timestamp("2024-01-01")
+    forecasts = pd.DataFrame(
+        {
+            "origin": start + pd.to_timedelta([0, 1, 24, 30], unit="h"),
+            "actual": [10.0, 10.0, 10.0, 10.0],
+            "q0.5": [10.0, 12.0, 8.0, 10.0],
+            "q0.9": [8.0, 12.0, 10.0, 14.0],
+        }
+    )
+    blocks = block_losses(forecasts, start, 86400)
+    # q0.9: under by 2 costs 0.9 * 2, over by 2 costs 0.1 * 2, over by 4 costs 0.1 * 4
+    assert blocks["0.9"] == [[pytest.approx(2.0), 2], [pytest.approx(0.4), 2]]
+    assert blocks["0.5"] == [[pytest.approx(1.0), 2], [pytest.approx(1.0), 2]]
+
+
+def test_the_leads_interval_redraws_the_same_days_for_both_sides() -> None:
+    peer = [[10.0, 288], [20.0, 288], [30.0, 288], [40.0, 288]]
+    halved = [[5.0, 288], [10.0, 288], [15.0, 288], [20.0, 288]]
+    assert lead_interval(halved, peer) == pytest.approx((0.5, 0.5))  # half on every day
+    # ahead on two days, behind on two: the point lead lies inside a wide interval
+    mixed = [[2.0, 288], [4.0, 288], [45.0, 288], [60.0, 288]]
+    low, high = lead_interval(mixed, peer)  # type: ignore[misc]
+    point = 1 - 111 / 100
+    assert low < point < high and low < -0.3 and high > 0.3
+    assert lead_interval(mixed, peer) == (low, high)  # a fixed seed: the report reproduces
+    assert lead_interval(halved[:3], peer) is None  # not scored on the same days
+    assert lead_interval(halved[:1], peer[:1]) is None  # one day: nothing to redraw
+
+
+def test_the_lead_carries_its_interval_per_horizon() -> None:
+    datasets = {t.name: _lead_data(0.85) for t in TRACES}
+    models = datasets[TRACES[0].name]["models"]
+    models["lightgbm-window"]["block_pinball"] = {"0.9": [[0.8, 1], [0.88, 1], [0.85, 1]]}
+    models["statsforecast-mstl"]["block_pinball"] = {"0.9": [[1.0, 1], [1.0, 1], [1.0, 1]]}
+    row = check_lead(datasets)["traces"][TRACES[0].name]
+    low, high = row["interval"]
+    assert 0.12 - 1e-9 <= low <= row["lead"] <= high <= 0.2 + 1e-9
+    assert check_lead(datasets, window=True)["traces"][TRACES[0].name]["interval"] is None
+    assert check_lead(datasets)["traces"][TRACES[1].name]["interval"] is None  # none kept
+    text = "\n".join(lead_markdown(datasets))
+    assert f"| +15.0% | {low:+.1%} to {high:+.1%} |" in text
+    assert f"stays at 10% or more on {TRACES[0].name}; on no other its interval" in text
