@@ -28,7 +28,9 @@ is about days.
 
 The report also measures the lead over the peers (:func:`check_lead`): per trace, prewarm's
 best calibrated model at q0.9 against the best peer, per horizon and on the window, drawn in
-``docs/forecast-accuracy.png`` after a full run (``--plot`` elsewhere).
+``docs/forecast-accuracy.png`` after a full run (``--plot`` elsewhere); and the 95% range of
+the per-horizon lead over the scored days redrawn with replacement (:func:`lead_interval`,
+from each model's loss per refit block, ``block_pinball`` in the JSON).
 
 ``--n-seeds N`` adds, beside each boosting model of ``--models``, the same model averaging N
 boosters per quantile (its ``n_seeds``), on the same folds, and writes
