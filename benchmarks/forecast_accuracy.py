@@ -4,7 +4,7 @@ Run (needs the ``bench`` extra: ``pip install -e '.[dev,bench]'``)::
 
     .venv/bin/python benchmarks/forecast_accuracy.py [--data-dir ../shared/data]
         [--out benchmarks/results] [--models a,b] [--peers a,b] [--traces a,b] [--quick]
-        [--no-scenarios] [--n-seeds 4] [--plot docs/forecast-accuracy.png]
+        [--no-scenarios] [--n-seeds 4] [--eval-days 14] [--plot docs/forecast-accuracy.png]
 
 For each of the five demand-like traces of the data directory (see its README) and the two
 synthetic scenarios, every registered prewarm model and every peer (:mod:`benchmarks.peers`)
@@ -31,6 +31,10 @@ best calibrated model at q0.9 against the best peer, per horizon and on the wind
 ``docs/forecast-accuracy.png`` after a full run (``--plot`` elsewhere); and the 95% range of
 the per-horizon lead over the scored days redrawn with replacement (:func:`lead_interval`,
 from each model's loss per refit block, ``block_pinball`` in the JSON).
+
+``--eval-days D`` scores the last D days instead of 7 (and writes
+``forecast_accuracy_<D>days``): a longer span narrows the lead's interval, at the cost of a
+shorter history before the first refit.
 
 ``--n-seeds N`` adds, beside each boosting model of ``--models``, the same model averaging N
 boosters per quantile (its ``n_seeds``), on the same folds, and writes
@@ -232,9 +236,24 @@ def averaged(names: Sequence[str], n_seeds: int) -> dict[str, tuple[str, Factory
     }
 
 
-def results_stem(n_seeds: int) -> str:
-    """The results' file name: ``_n_seeds<n>`` when boosters were averaged."""
-    return "forecast_accuracy" + ("" if n_seeds < 2 else f"_n_seeds{n_seeds}")
+def results_stem(n_seeds: int, eval_days: float | None = None) -> str:
+    """The results' file name: ``_n_seeds<n>`` when boosters were averaged, ``_<d>days``
+    when ``--eval-days`` scored other than the default span."""
+    stem = "forecast_accuracy" + ("" if n_seeds < 2 else f"_n_seeds{n_seeds}")
+    return stem + ("" if eval_days in (None, EVAL_DAYS) else f"_{eval_days:g}days")
+
+
+def eval_days_arg(text: str) -> float:
+    """``--eval-days``: a number of days > 0."""
+    try:
+        days = float(text)
+    except ValueError:
+        days = 0.0
+    if not 0.0 < days < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"--eval-days takes a number of days > 0, got {text[:80]!r}"
+        )
+    return days
 
 
 Progress = Callable[[str, int, int], None]
@@ -814,6 +833,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"smoke run: {QUICK_EVAL_DAYS:g} day of origins, first {QUICK_TRACES} traces",
     )
     parser.add_argument(
+        "--eval-days",
+        type=eval_days_arg,
+        help=f"days of origins scored at the end of each trace (default {EVAL_DAYS:g}; "
+        f"--quick: {QUICK_EVAL_DAYS:g}); another span writes forecast_accuracy_<d>days",
+    )
+    parser.add_argument(
         "--n-seeds",
         type=n_seeds_arg,
         default=1,
@@ -857,7 +882,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         **{n: ("peer", make_peer) for n in _names(args.peers, list(PEERS), "peers")},
         **averaged(models, args.n_seeds),
     }
-    eval_days = QUICK_EVAL_DAYS if args.quick else EVAL_DAYS
+    eval_days = args.eval_days or (QUICK_EVAL_DAYS if args.quick else EVAL_DAYS)
     started = time.perf_counter()
     datasets = load_datasets(
         args.data_dir, quick=args.quick, scenarios=args.scenarios, traces=args.traces
@@ -924,11 +949,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     style = "bold green" if report["target"]["met"] else "bold red"
     console.print(f"[{style}]{report['target']['text']}[/]")
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / results_stem(args.n_seeds)
+    stem = args.out / results_stem(args.n_seeds, args.eval_days)
     stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     stem.with_suffix(".md").write_text(render_markdown(report))
     console.print(f"wrote {stem}.md and .json")
-    full = not args.quick and args.traces is None and args.n_seeds < 2
+    full = not args.quick and args.traces is None and args.n_seeds < 2 and eval_days == EVAL_DAYS
     plot = args.plot or (PLOT if full else None)
     if plot is not None and check_lead(results)["traces"]:
         plot.parent.mkdir(parents=True, exist_ok=True)

@@ -192,6 +192,16 @@ def test_no_averaged_twin_below_two_boosters() -> None:
     ]
     assert results_stem(1) == "forecast_accuracy"
     assert results_stem(4) == "forecast_accuracy_n_seeds4"
+    assert results_stem(1, 7.0) == "forecast_accuracy"
+    assert results_stem(4, 14.0) == "forecast_accuracy_n_seeds4_14days"
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "two", "nan", "inf"])
+def test_a_bad_scored_span_is_a_usage_error(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as refused:
+        main(["--eval-days", bad])
+    assert refused.value.code == 2
+    assert f"--eval-days takes a number of days > 0, got {bad!r}" in capsys.readouterr().err
 
 
 def _scored(kind: str, p90: float, cov: float, win: float, win_cov: float) -> dict[str, Any]:
@@ -292,3 +302,18 @@ def test_the_lead_carries_its_interval_per_horizon() -> None:
     text = "\n".join(lead_markdown(datasets))
     assert f"| +15.0% | {low:+.1%} to {high:+.1%} |" in text
     assert f"stays at 10% or more on {TRACES[0].name}; on no other its interval" in text
+
+
+def test_a_longer_scored_span_keeps_a_loss_per_day(tmp_path: Path) -> None:
+    data, out = five_weeks(tmp_path), tmp_path / "results"
+    argv = ["--no-scenarios", "--models", "ewma", "--peers", "", "--eval-days", "2"]
+    argv += ["--traces", "nyc_taxi_passengers_30min"]
+    assert main([*argv, "--data-dir", str(data), "--out", str(out)]) == 0
+    report = json.loads((out / "forecast_accuracy_2days.json").read_text())
+    assert report["settings"]["eval_days"] == 2.0
+    ewma = report["datasets"]["nyc_taxi_passengers_30min"]["models"]["ewma"]
+    assert ewma["scored"] == 96  # two days of half-hour origins
+    blocks = ewma["block_pinball"]["0.9"]
+    assert [rows for _, rows in blocks] == [48, 48]
+    assert sum(total for total, _ in blocks) / 96 == pytest.approx(ewma["pinball"]["0.9"])
+    assert not (out / "forecast_accuracy.json").exists()
