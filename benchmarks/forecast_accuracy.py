@@ -705,10 +705,10 @@ def lead_markdown(datasets: dict[str, dict[str, Any]]) -> list[str]:
         f"Prewarm's best model (the lowest pinball loss among those whose coverage lies in "
         f"[{low}, {high}]) against the best peer; the lead is one less the ratio of their "
         f"losses. Per horizon it must be at least {LEAD:.0%} on {LEAD_WINS} of the "
-        f"{len(TRACES)} traces. Plotted in `docs/{PLOT.name}`. The interval is the 95% range "
-        f"of the per-horizon lead over {LEAD_DRAWS} redraws of the scored days with "
-        "replacement, the same days for both (the models fixed): how much of a lead the "
-        "week scored decides.",
+        f"{len(TRACES)} traces. A full run plots it in `docs/{PLOT.name}`. The interval is "
+        f"the 95% range of the per-horizon lead over {LEAD_DRAWS} redraws of the scored days "
+        "with replacement, the same days for both (the models fixed): how much of a lead "
+        "the days scored decide.",
         "",
         "| trace | per horizon: prewarm's best (cov) | best peer | lead | interval | "
         "window: prewarm's best (cov) | best peer | lead |",
