@@ -14,6 +14,7 @@ per origin, calibrated on the same held-out window against its own target.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,6 +34,8 @@ from forecaster.features import (
 )
 from forecaster.models.base import BaseForecaster
 from forecaster.panel import Panel
+
+logger = logging.getLogger(__name__)
 
 MULTI_HORIZON = ("stacked", "per-horizon")
 BASELINES = ("last-value", "none")
@@ -417,7 +420,15 @@ class QuantileGradientBoosting(BaseForecaster):
             calibration.append(cells_s[cells_s >= cutoff])
         # Origins of the window's last horizon cells have no target yet: on a short series
         # (an hour at 10 s steps, a 5-minute lead) too few may remain to calibrate on.
-        if sum(len(c) for c in calibration) < 60:
+        held = sum(len(c) for c in calibration)
+        if held < 60:
+            # Said once per fit: a configured window that calibrates nothing is not silent.
+            logger.warning(
+                "calibration_window %r holds %d forecast origins, fewer than the 60 split "
+                "conformal needs: this fit's quantiles are uncalibrated",
+                self.calibration_window,
+                held,
+            )
             return list(origins), None
         return train, calibration
 

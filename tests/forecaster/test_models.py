@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -190,3 +192,16 @@ def test_forward_fill_is_pandas_ffill(seed):
             values[1] = np.inf  # a value like any other, carried
         expected = pd.Series(values).ffill().to_numpy()
         np.testing.assert_array_equal(forward_fill(values), expected)
+
+
+def test_a_calibration_window_too_short_to_calibrate_says_so(frame, caplog):
+    with caplog.at_level("WARNING", logger="forecaster.models.quantile_gbm"):
+        short = model("lightgbm", calibration_window="1h").fit(frame)
+    assert short.calibrator_ is None
+    held = re.search(r"calibration_window '1h' holds (\d+) forecast origins", caplog.text)
+    assert held is not None and 0 < int(held.group(1)) < 60
+    assert "uncalibrated" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="forecaster.models.quantile_gbm"):
+        default = model("lightgbm").fit(frame)
+    assert default.calibrator_ is not None and not caplog.text
