@@ -134,6 +134,8 @@ class QuantileGradientBoosting(BaseForecaster):
         level from coarse leaves; ``none``: they learn the scaled value itself.
     calibration_window
         Most recent span of the training data held out for conformal calibration, or None.
+        A window holding fewer than 60 forecast origins (a day of half-hour cells) cannot
+        calibrate: the fit then keeps its raw quantiles and logs a warning.
     refit
         After calibrating, fit the regressors again on all of the training data, the
         calibration window included, and keep the offsets learned out of sample on it less
