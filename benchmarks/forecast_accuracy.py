@@ -71,6 +71,7 @@ from forecaster.backtest.plots import legend_below
 from forecaster.evaluation import RollingOrigin, evaluate
 from forecaster.features import FeatureConfig
 from forecaster.frame import regularize, validate_frame
+from forecaster.metrics import pinball_losses
 from forecaster.models import MODELS, averages_boosters, make_model
 from forecaster.models.base import quantile_column
 from forecaster.scenarios import SCENARIOS
@@ -372,18 +373,16 @@ def block_losses(
     forecasts: pd.DataFrame, start: pd.Timestamp, block_seconds: int
 ) -> dict[str, list[list[float]]]:
     """Per quantile level, the pinball loss summed over each refit block of the scored span
-    (a day on the public traces) and the rows it sums: ``[[sum, rows], ...]`` in block order,
-    what :func:`lead_interval` draws days from."""
+    (a day on the public traces) and the scored rows it sums: ``[[sum, rows], ...]`` in block
+    order, what :func:`lead_interval` draws days from."""
     block = ((forecasts["origin"] - start).dt.total_seconds() // block_seconds).astype(int)
     y = forecasts["actual"].to_numpy(dtype=float)
     out = {}
     for q in LEVELS:
-        diff = y - forecasts[quantile_column(float(q))].to_numpy(dtype=float)
-        loss = pd.Series(np.maximum(float(q) * diff, (float(q) - 1.0) * diff)).groupby(
-            block.to_numpy()
-        )
+        predicted = forecasts[quantile_column(float(q))].to_numpy(dtype=float)
+        loss = pd.Series(pinball_losses(y, predicted, float(q))).groupby(block.to_numpy())
         out[q] = [
-            [float(total), int(rows)] for total, rows in zip(loss.sum(), loss.size(), strict=True)
+            [float(total), int(rows)] for total, rows in zip(loss.sum(), loss.count(), strict=True)
         ]
     return out
 
@@ -706,9 +705,9 @@ def lead_markdown(datasets: dict[str, dict[str, Any]]) -> list[str]:
         f"[{low}, {high}]) against the best peer; the lead is one less the ratio of their "
         f"losses. Per horizon it must be at least {LEAD:.0%} on {LEAD_WINS} of the "
         f"{len(TRACES)} traces. A full run plots it in `docs/{PLOT.name}`. The interval is "
-        f"the 95% range of the per-horizon lead over {LEAD_DRAWS} redraws of the scored days "
-        "with replacement, the same days for both (the models fixed): how much of a lead "
-        "the days scored decide.",
+        f"the {LEAD_INTERVAL[1] - LEAD_INTERVAL[0]:.0%} range of the per-horizon lead over "
+        f"{LEAD_DRAWS} redraws of the scored days with replacement, the same days for both "
+        "(the models fixed): how much of a lead the days scored decide.",
         "",
         "| trace | per horizon: prewarm's best (cov) | best peer | lead | interval | "
         "window: prewarm's best (cov) | best peer | lead |",

@@ -52,6 +52,12 @@ class ConformalCalibrator:
         self.quantiles = tuple(quantiles)
         self.min_samples = min_samples
 
+    @property
+    def min_rows(self) -> int:
+        """The fewest observed rows :meth:`fit` takes: ``min_samples`` for each half, the
+        earlier learning the offsets its report scores on the later."""
+        return 2 * self.min_samples
+
     def fit(
         self, actual: np.ndarray, predicted: np.ndarray, groups: np.ndarray
     ) -> ConformalCalibrator:
@@ -63,10 +69,9 @@ class ConformalCalibrator:
         """
         usable = np.isfinite(actual)
         actual, predicted, groups = actual[usable], predicted[usable], groups[usable]
-        if len(actual) < 2 * self.min_samples:
+        if len(actual) < self.min_rows:
             raise ConfigError(
-                f"calibration needs at least {2 * self.min_samples} observed rows, "
-                f"got {len(actual)}"
+                f"calibration needs at least {self.min_rows} observed rows, got {len(actual)}"
             )
         half = len(actual) // 2
         early = self._learn(actual[:half], predicted[:half], groups[:half])

@@ -7,7 +7,15 @@ import numpy as np
 from forecaster.calibration import coverage
 from forecaster.exceptions import DataValidationError
 
-__all__ = ["coverage", "mae", "mase", "peak_underforecast", "pinball_loss", "rmse"]
+__all__ = [
+    "coverage",
+    "mae",
+    "mase",
+    "peak_underforecast",
+    "pinball_loss",
+    "pinball_losses",
+    "rmse",
+]
 
 
 def _aligned(actual: np.ndarray, predicted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -42,11 +50,23 @@ def pinball_loss(actual: np.ndarray, predicted: np.ndarray, quantile: float) -> 
     >>> pinball_loss(np.array([10.0]), np.array([8.0]), 0.9)  # under by 2: 0.9 * 2
     1.8
     """
+    a, p = _aligned(actual, predicted)
+    return float(np.mean(pinball_losses(a, p, quantile)))
+
+
+def pinball_losses(actual: np.ndarray, predicted: np.ndarray, quantile: float) -> np.ndarray:
+    """The pinball loss of each (actual, predicted) pair, NaN where either is not finite.
+
+    >>> pinball_losses(np.array([10.0, 10.0, np.nan]), np.array([8.0, 12.0, 9.0]), 0.9)
+    array([1.8, 0.2, nan])
+    """
     if not 0.0 < quantile < 1.0:
         raise DataValidationError(f"`quantile` must be in (0, 1), got {quantile!r}")
-    a, p = _aligned(actual, predicted)
+    a = np.asarray(actual, dtype=float)
+    p = np.asarray(predicted, dtype=float)
     diff = a - p
-    return float(np.mean(np.maximum(quantile * diff, (quantile - 1.0) * diff)))
+    loss = np.maximum(quantile * diff, (quantile - 1.0) * diff)
+    return np.where(np.isfinite(a) & np.isfinite(p), loss, np.nan)
 
 
 def seasonal_naive_scale(history: np.ndarray, season: int) -> float:

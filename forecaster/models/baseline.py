@@ -37,6 +37,7 @@ AUTO = "auto"
 HALFLIFE_CELLS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 # The half-life of a series ``auto`` did not see in fit.
 UNSEEN_HALFLIFE = "1h"
+UNSEEN_SECONDS = float(parse_duration(UNSEEN_HALFLIFE))
 
 
 def forward_fill(values: np.ndarray) -> np.ndarray:
@@ -223,7 +224,7 @@ class SmoothedLevel(PointBaseline):
             finite = error[np.isfinite(error)]
             errors.append(finite.mean() if finite.size else np.inf)
         if not np.isfinite(errors).any():
-            return float(parse_duration(UNSEEN_HALFLIFE))
+            return UNSEEN_SECONDS
         return HALFLIFE_CELLS[int(np.argmin(errors))] * panel.step
 
     def _halflife_seconds(self, series: str) -> float:
@@ -231,7 +232,7 @@ class SmoothedLevel(PointBaseline):
         fallback."""
         if self.halflife != AUTO:
             return float(parse_duration(self.halflife, name="halflife"))
-        return self.halflives_.get(series, float(parse_duration(UNSEEN_HALFLIFE)))
+        return self.halflives_.get(series, UNSEEN_SECONDS)
 
     def point(self, panel: Panel, s: int, origins: np.ndarray, horizons: np.ndarray) -> np.ndarray:
         values = panel.values[s]

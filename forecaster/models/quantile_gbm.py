@@ -371,7 +371,7 @@ class QuantileGradientBoosting(BaseForecaster):
             actual = window_targets(panel, cal, first, last) / cal.scale
             # The window's last `last` origins have no complete target yet: on a short
             # series too few may remain, and the window target then stays uncalibrated.
-            if np.isfinite(actual).sum() >= 2 * ConformalCalibrator(self.quantiles).min_samples:
+            if np.isfinite(actual).sum() >= ConformalCalibrator(self.quantiles).min_rows:
                 raw = self._raw_window(panel, calibration, cal)
                 self.window_calibrator_ = self._calibrate(actual, raw, cal)
 
@@ -422,14 +422,18 @@ class QuantileGradientBoosting(BaseForecaster):
             calibration.append(cells_s[cells_s >= cutoff])
         # Origins of the window's last horizon cells have no target yet: on a short series
         # (an hour at 10 s steps, a 5-minute lead) too few may remain to calibrate on.
-        held = sum(len(c) for c in calibration)
-        if held < 60:
+        held, needed = (
+            sum(len(c) for c in calibration),
+            ConformalCalibrator(self.quantiles).min_rows,
+        )
+        if held < needed:
             # Said once per fit: a configured window that calibrates nothing is not silent.
             logger.warning(
-                "calibration_window %r holds %d forecast origins, fewer than the 60 split "
+                "calibration_window %r holds %d forecast origins, fewer than the %d split "
                 "conformal needs: this fit's quantiles are uncalibrated",
                 self.calibration_window,
                 held,
+                needed,
             )
             return list(origins), None
         return train, calibration

@@ -263,16 +263,16 @@ def test_block_losses_sum_each_refit_block_of_the_scored_span() -> None:
     start = pd.Timestamp("2024-01-01")
     forecasts = pd.DataFrame(
         {
-            "origin": start + pd.to_timedelta([0, 1, 24, 30], unit="h"),
-            "actual": [10.0, 10.0, 10.0, 10.0],
-            "q0.5": [10.0, 12.0, 8.0, 10.0],
-            "q0.9": [8.0, 12.0, 10.0, 14.0],
+            "origin": start + pd.to_timedelta([0, 1, 24, 30, 31], unit="h"),
+            "actual": [10.0, 10.0, 10.0, 10.0, 10.0],
+            "q0.5": [10.0, 12.0, 8.0, 10.0, 10.0],
+            "q0.9": [8.0, 12.0, 10.0, 14.0, float("nan")],  # no forecast: not scored
         }
     )
     blocks = block_losses(forecasts, start, 86400)
     # q0.9: under by 2 costs 0.9 * 2, over by 2 costs 0.1 * 2, over by 4 costs 0.1 * 4
     assert blocks["0.9"] == [[pytest.approx(2.0), 2], [pytest.approx(0.4), 2]]
-    assert blocks["0.5"] == [[pytest.approx(1.0), 2], [pytest.approx(1.0), 2]]
+    assert blocks["0.5"] == [[pytest.approx(1.0), 2], [pytest.approx(1.0), 3]]
 
 
 def test_the_leads_interval_redraws_the_same_days_for_both_sides() -> None:
