@@ -30,7 +30,9 @@ The report also measures the lead over the peers (:func:`check_lead`): per trace
 best calibrated model at q0.9 against the best peer, per horizon and on the window, drawn in
 ``docs/forecast-accuracy.png`` after a full run (``--plot`` elsewhere); and the 95% range of
 the per-horizon lead over the scored days redrawn with replacement (:func:`lead_interval`,
-from each model's loss per refit block, ``block_pinball`` in the JSON).
+from each model's loss per refit block, ``block_pinball`` in the JSON). Beside each lead, the
+same ratio for :class:`benchmarks.hindsight.Hindsight`, a yardstick that reads the demand
+either side of its target: how much lead knowing the level around the target would take.
 
 ``--eval-days D`` scores the last D days instead of 7 (and writes
 ``forecast_accuracy_<D>days``): a longer span narrows the lead's interval, at the cost of a
@@ -64,6 +66,7 @@ if __name__ == "__main__" and not __package__:
     # Run as a script: make the repository root importable for `benchmarks.peers`.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.hindsight import Hindsight
 from benchmarks.model_seed import n_seeds_arg
 from benchmarks.peers import PEERS, make_peer
 from benchmarks.traces import TRACES, chosen_traces
@@ -109,6 +112,9 @@ LEAD, LEAD_WINS, LEAD_BAND = 0.10, 4, (0.87, 0.93)
 # sides, this many times from this seed (a fixed seed: the report is reproducible).
 LEAD_DRAWS, LEAD_SEED, LEAD_INTERVAL = 2000, 0, (0.025, 0.975)
 PLOT = ROOT / "docs" / "forecast-accuracy.png"
+# The yardstick that reads the demand around its target (benchmarks/hindsight.py): neither
+# prewarm's nor a peer, never a rival and never bold.
+HINDSIGHT = "hindsight"
 
 
 @dataclass(frozen=True)
@@ -517,6 +523,7 @@ def check_lead(datasets: dict[str, dict[str, Any]], window: bool = False) -> dic
         best, peer = min(ours, key=ours.__getitem__), min(peers, key=peers.__getitem__)
         lead = 1.0 - ours[best] / peers[peer]
         blocks = [ok[m].get("block_pinball", {}).get("0.9") for m in (best, peer)]
+        yardstick = ok.get(HINDSIGHT)
         rows[name] = {
             "model": best,
             "pinball": ours[best],
@@ -526,6 +533,10 @@ def check_lead(datasets: dict[str, dict[str, Any]], window: bool = False) -> dic
             "lead": lead,
             # per horizon only: the window's scores are not kept per block
             "interval": None if window or None in blocks else lead_interval(*blocks),
+            # the same ratio for the forecast that reads the demand around its target
+            "hindsight_lead": None
+            if yardstick is None
+            else 1.0 - yardstick[loss]["0.9"] / peers[peer],
             "met": lead >= LEAD - 1e-12,
         }
     wins = sum(r["met"] for r in rows.values())
@@ -544,7 +555,7 @@ def table_rows(datasets: dict[str, dict[str, Any]]) -> list[tuple[list[str], set
     """Cells of the combined table, and which cells hold the trace's best pinball loss."""
     out: list[tuple[list[str], set[int]]] = []
     for name, data in datasets.items():
-        ok = {m: e for m, e in data["models"].items() if _ok(e)}
+        ok = {m: e for m, e in data["models"].items() if _ok(e) and e["kind"] != HINDSIGHT}
         best = {q: min((e["pinball"][q] for e in ok.values()), default=None) for q in LEVELS}
         best_window = min((e["window_pinball"]["0.9"] for e in ok.values()), default=None)
         for model, e in data["models"].items():
@@ -553,13 +564,15 @@ def table_rows(datasets: dict[str, dict[str, Any]]) -> list[tuple[list[str], set
                 _span(data["step_seconds"]),
                 f"{_span(data['horizon_seconds'])} ({data['horizon_cells']} cell"
                 f"{'s' if data['horizon_cells'] > 1 else ''})",
-                model if e["kind"] == "prewarm" else f"{model} (peer)",
+                model if e["kind"] in ("prewarm", HINDSIGHT) else f"{model} (peer)",
             ]
             if not _ok(e):
                 out.append(([*head, "failed: " + e["error"][:60], *[""] * 9], set()))
                 continue
-            marks = {5 + i for i, q in enumerate(LEVELS) if e["pinball"][q] == best[q]}
-            marks |= {10} if e["window_pinball"]["0.9"] == best_window else set()
+            marks = set()
+            if e["kind"] != HINDSIGHT:
+                marks = {5 + i for i, q in enumerate(LEVELS) if e["pinball"][q] == best[q]}
+                marks |= {10} if e["window_pinball"]["0.9"] == best_window else set()
             out.append(
                 (
                     [
@@ -664,8 +677,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += ["", f"**{verdict['text']}**", ""]
     lines += lead_markdown(report["datasets"])
     ratios = combined_rows(report["datasets"])
-    if ratios:
-        present = [m for m in COMBINED if any(m in r for r in ratios.values())]
+    present = [m for m in COMBINED if any(m in r for r in ratios.values())]
+    if present:
         lines += [
             "## Combinations beside LightGBM",
             "",
@@ -707,18 +720,22 @@ def lead_markdown(datasets: dict[str, dict[str, Any]]) -> list[str]:
         f"{len(TRACES)} traces. A full run plots it in `docs/{PLOT.name}`. The interval is "
         f"the {LEAD_INTERVAL[1] - LEAD_INTERVAL[0]:.0%} range of the per-horizon lead over "
         f"{LEAD_DRAWS} redraws of the scored days with replacement, the same days for both "
-        "(the models fixed): how much of a lead the days scored decide.",
+        "(the models fixed): how much of a lead the days scored decide. `hindsight` is the "
+        "same lead for a forecast that reads the demand either side of its target "
+        "(`benchmarks/hindsight.py`: the mean of the cell before and the cell after, plus "
+        "offsets learned on the three days before each refit): how much lead knowing the "
+        "level around the target would take.",
         "",
-        "| trace | per horizon: prewarm's best (cov) | best peer | lead | interval | "
-        "window: prewarm's best (cov) | best peer | lead |",
-        "|---|---|---|---:|---:|---|---|---:|",
+        "| trace | per horizon: prewarm's best (cov) | best peer | lead | interval | hindsight | "
+        "window: prewarm's best (cov) | best peer | lead | hindsight |",
+        "|---|---|---|---:|---:|---:|---|---|---:|---:|",
     ]
     for name in leads[False]["traces"]:
         cells = []
         for window in (False, True):
             row = leads[window]["traces"].get(name)
             if row is None:
-                cells += ["none in band", "", ""] + ([] if window else [""])
+                cells += ["none in band", "", "", ""] + ([] if window else [""])
                 continue
             cells += [
                 f"{row['model']} {row['pinball']:.4g} ({row['coverage']:.3f})",
@@ -728,6 +745,8 @@ def lead_markdown(datasets: dict[str, dict[str, Any]]) -> list[str]:
             if not window:
                 interval = row["interval"]
                 cells.append("" if interval is None else "{:+.1%} to {:+.1%}".format(*interval))
+            yardstick = row.get("hindsight_lead")
+            cells.append("" if yardstick is None else f"{yardstick:+.1%}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     verdict = leads[False]
     lines += [
@@ -744,6 +763,25 @@ def lead_markdown(datasets: dict[str, dict[str, Any]]) -> list[str]:
             f"Over the redrawn days the lead stays at {LEAD:.0%} or more on "
             f"{', '.join(above) or 'no trace'}; on {', '.join(reach) or 'no other'} its "
             f"interval reaches {LEAD:.0%}; elsewhere the whole interval lies under it.",
+            "",
+        ]
+    yardsticks = {
+        n: r["hindsight_lead"]
+        for n, r in verdict["traces"].items()
+        if r.get("hindsight_lead") is not None
+    }
+    under = [f"{n} ({lead:+.1%})" for n, lead in yardsticks.items() if lead < LEAD]
+    if under:
+        lines += [
+            f"Per horizon, the hindsight forecast leads the best peer by less than {LEAD:.0%} "
+            f"on {', '.join(under)}: there a {LEAD:.0%} lead would take a forecast that knows "
+            "the level at its target better than the demand either side of it does.",
+            "",
+        ]
+    elif yardsticks:
+        lines += [
+            f"Per horizon, the hindsight forecast leads the best peer by {LEAD:.0%} or more on "
+            "every trace.",
             "",
         ]
     return lines
@@ -772,6 +810,9 @@ def figure(datasets: dict[str, dict[str, Any]]) -> Figure:
                 x = e[loss]["0.9"] / base
                 if e["kind"] == "peer":
                     ax.plot(x, y, "^", color="tab:orange", markersize=6, label="peer")
+                elif e["kind"] == HINDSIGHT:
+                    ax.plot(x, y, "x", color="black", markersize=6,
+                            label="hindsight (reads the future)")  # fmt: skip
                 elif name in lead and model == lead[name]["model"]:
                     ax.plot(x, y, "o", color="tab:green", markersize=8,
                             label="prewarm's best calibrated")  # fmt: skip
@@ -785,7 +826,7 @@ def figure(datasets: dict[str, dict[str, Any]]) -> Figure:
         ax.axvline(1.0, color="tab:orange", linewidth=0.8)
         ax.axvline(1.0 - LEAD, color="tab:green", linewidth=0.8, linestyle="--",
                    label=f"{LEAD:.0%} lead")  # fmt: skip
-        ax.set_xlim(0.6, 1.6)
+        ax.set_xlim(0.4, 1.6)
         ax.set_title("window maximum" if window else "per horizon", fontsize=9)
         ax.set_xlabel("q0.9 pinball loss / best peer's")
     axes[0].set_yticks(range(len(real)), real, fontsize=7)
@@ -880,6 +921,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         **{n: ("prewarm", make_model) for n in models},
         **{n: ("peer", make_peer) for n in _names(args.peers, list(PEERS), "peers")},
         **averaged(models, args.n_seeds),
+        HINDSIGHT: (HINDSIGHT, lambda _name, **params: Hindsight(**params)),
     }
     eval_days = args.eval_days or (QUICK_EVAL_DAYS if args.quick else EVAL_DAYS)
     started = time.perf_counter()

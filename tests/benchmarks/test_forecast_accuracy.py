@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks.forecast_accuracy import (
     BASELINE_RIVALS,
+    HINDSIGHT,
     SHORT,
     TRACES,
     averaged,
@@ -24,6 +25,7 @@ from benchmarks.forecast_accuracy import (
     lead_markdown,
     main,
     results_stem,
+    table_rows,
 )
 from benchmarks.peers import PEERS
 from forecaster.models import MODELS
@@ -104,11 +106,12 @@ def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> 
     assert (dataset["horizon_cells"], dataset["horizon_seconds"]) == (1, 1800)
     assert dataset["window_cells"] == [1, 2]  # 10 minutes ahead plus a 10-minute hold
     assert dataset["evaluation"]["origins"] == 48
-    assert set(dataset["models"]) == set(MODELS) | set(PEERS)
+    assert set(dataset["models"]) == set(MODELS) | set(PEERS) | {HINDSIGHT}
     for name, entry in dataset["models"].items():
         assert "error" not in entry, f"{name}: {entry.get('error')}"
         assert entry["scored"] == 48, name
-        assert entry["kind"] == ("peer" if name in PEERS else "prewarm")
+        kind = "peer" if name in PEERS else HINDSIGHT if name == HINDSIGHT else "prewarm"
+        assert entry["kind"] == kind
         for value in (entry["mase"], *entry["pinball"].values(), entry["coverage"]["0.9"]):
             assert math.isfinite(value), name
         assert entry["window_pinball"]["0.9"] > 0, name
@@ -168,7 +171,7 @@ def test_averaged_boosters_run_beside_their_single_model(tmp_path: Path) -> None
     report = json.loads((out / "forecast_accuracy_n_seeds2.json").read_text())
     models = report["datasets"]["nyc_taxi_passengers_30min"]["models"]
     # only the boosting model gets an averaged twin, on the same origins
-    assert set(models) == {"ewma", "lightgbm", "lightgbm n_seeds=2"}
+    assert set(models) == {"ewma", "lightgbm", "lightgbm n_seeds=2", HINDSIGHT}
     single, pair = models["lightgbm"], models["lightgbm n_seeds=2"]
     assert pair["kind"] == "prewarm" and pair["scored"] == single["scored"] == 48
     assert pair["pinball"] != single["pinball"]  # the second booster reaches the forecast
@@ -257,6 +260,56 @@ def test_the_lead_is_rendered_and_plotted(tmp_path: Path) -> None:
     figure(datasets).savefig(path)
     assert path.stat().st_size > 0
     assert lead_markdown({}) == []
+
+
+def test_the_hindsight_yardstick_is_measured_beside_the_lead_never_in_it() -> None:
+    datasets = {t.name: _lead_data(0.85) for t in TRACES}
+    for name, share in zip(datasets, (0.5, 0.95, 0.5, 0.5, 0.5), strict=True):
+        # better than every model: were it prewarm's or a peer, it would be the best of either
+        datasets[name]["models"][HINDSIGHT] = _scored(HINDSIGHT, share, 0.9, 0.3, 0.9)
+    verdict = check_lead(datasets)
+    assert (verdict["met"], verdict["wins"]) == (True, 5)
+    row = verdict["traces"][TRACES[0].name]
+    assert (row["model"], row["peer"], row["lead"]) == (
+        "lightgbm-window",
+        "statsforecast-mstl",
+        pytest.approx(0.15),
+    )
+    assert row["hindsight_lead"] == pytest.approx(0.5)
+    assert check_lead(datasets, window=True)["traces"][TRACES[0].name][
+        "hindsight_lead"
+    ] == pytest.approx(1 - 0.3 / 1.6)
+    text = "\n".join(lead_markdown(datasets))
+    assert "| +15.0% |  | +50.0% |" in text
+    assert f"by less than 10% on {TRACES[1].name} (+5.0%)" in text
+
+
+def _full(kind: str, loss: float) -> dict[str, Any]:
+    """A report entry with every column the table shows, each loss ``loss``."""
+    levels = {"0.5": loss, "0.9": loss}
+    return {
+        **_entry(kind, loss, loss),
+        "mase": loss,
+        "relative_pinball": levels,
+        "window_pinball": levels,
+        "window_coverage": {"0.9": 0.9},
+        "fit_seconds": 1.0,
+        "predict_seconds": 1.0,
+    }
+
+
+def test_the_hindsight_yardstick_is_never_bold_nor_a_rival() -> None:
+    data = _dataset((1.0, 1.0, 0.9), (2.0, 2.0))
+    data["models"] = {
+        name: _full(e["kind"], e["pinball"]["0.9"]) for name, e in data["models"].items()
+    }
+    data |= {"step_seconds": 300, "horizon_seconds": 600, "horizon_cells": 2}
+    data["models"][HINDSIGHT] = _full(HINDSIGHT, 0.5)  # lower than every model's loss
+    rows = {cells[3]: marks for cells, marks in table_rows({TRACES[0].name: data})}
+    assert rows[HINDSIGHT] == set()
+    assert rows["hist-gbm"] == {5, 6, 10}  # the best of prewarm's and the peers' (0.1)
+    verdict = check_target({TRACES[0].name: data})["traces"][TRACES[0].name]
+    assert verdict["0.9"]["best_rival"] != HINDSIGHT and verdict["beats_all"]
 
 
 def test_block_losses_sum_each_refit_block_of_the_scored_span() -> None:
