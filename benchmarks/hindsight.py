@@ -23,7 +23,7 @@ from typing import Any, Self
 import numpy as np
 import pandas as pd
 
-from benchmarks.peers import _as_origins, _long, _positions, _series
+from benchmarks.peers import as_origins, grid_positions, grid_series, long_forecasts
 from forecaster.exceptions import ConfigError
 from forecaster.frame import DEFAULT_COLUMNS, Columns, infer_step
 
@@ -72,7 +72,7 @@ class Hindsight:
         self.step_ = infer_step(frame, columns=self.columns)
         cells = max(1, round(self.calibration_days * DAY / self.step_))
         errors = []
-        for series in _series(frame, self.step_, self.columns):
+        for series in grid_series(frame, self.step_, self.columns):
             # The raw values: a forward-filled gap is not an observation to score.
             raw = np.where(series.observed, series.values, np.nan)[-cells:]
             errors.append(raw - neighbours_mean(raw))
@@ -94,11 +94,11 @@ class Hindsight:
         """Each origin's forecasts from the cells either side of each target, in ``frame``."""
         if not hasattr(self, "offsets_"):
             raise ConfigError("Hindsight is not fitted: call fit first")
-        wanted = _as_origins(origins)
+        wanted = as_origins(origins)
         rows: dict[str, list[Any]] = {"names": [], "at": [], "horizons": [], "values": []}
-        for series in _series(frame, self.step_, self.columns):
+        for series in grid_series(frame, self.step_, self.columns):
             level = neighbours_mean(np.where(series.observed, series.values, np.nan))
-            for cell in _positions(series.times, wanted, self.step_):
+            for cell in grid_positions(series.times, wanted, self.step_):
                 for h in self.horizons:
                     target = cell + h
                     mean = level[target] if target < len(level) else np.nan
@@ -106,7 +106,7 @@ class Hindsight:
                     rows["at"].append(series.times[cell])
                     rows["horizons"].append(h)
                     rows["values"].append(mean + self.offsets_)
-        return _long(
+        return long_forecasts(
             self.columns,
             self.quantiles,
             rows["names"],

@@ -73,7 +73,7 @@ class _Series:
     observed: np.ndarray
 
 
-def _series(frame: pd.DataFrame, step: int, columns: Columns) -> list[_Series]:
+def grid_series(frame: pd.DataFrame, step: int, columns: Columns) -> list[_Series]:
     out = []
     for name, part in frame.groupby(columns.id_col, sort=True):
         values = part.set_index(columns.time_col)[columns.target_col].sort_index()
@@ -84,7 +84,7 @@ def _series(frame: pd.DataFrame, step: int, columns: Columns) -> list[_Series]:
     return out
 
 
-def _positions(times: pd.DatetimeIndex, origins: pd.DatetimeIndex, step: int) -> np.ndarray:
+def grid_positions(times: pd.DatetimeIndex, origins: pd.DatetimeIndex, step: int) -> np.ndarray:
     """Grid positions of the ``origins`` that fall on the series' span."""
     offset = (origins - times[0]) / pd.Timedelta(seconds=step)
     cells = np.asarray(offset, dtype=float)
@@ -92,7 +92,7 @@ def _positions(times: pd.DatetimeIndex, origins: pd.DatetimeIndex, step: int) ->
     return np.unique(cells[inside].astype(np.int64))
 
 
-def _as_origins(origins: Sequence[pd.Timestamp] | pd.DatetimeIndex) -> pd.DatetimeIndex:
+def as_origins(origins: Sequence[pd.Timestamp] | pd.DatetimeIndex) -> pd.DatetimeIndex:
     index = pd.DatetimeIndex(list(origins))
     return index.tz_localize("UTC") if index.tz is None else index
 
@@ -112,7 +112,7 @@ def _interval_keys(quantiles: Sequence[float]) -> tuple[list[int], list[str]]:
     return sorted(levels), keys
 
 
-def _long(
+def long_forecasts(
     columns: Columns,
     quantiles: Sequence[float],
     names: list[str],
@@ -159,7 +159,7 @@ class _StatsForecastPeer:
         """Fit one model per series on the last window of ``frame`` (a long frame on a grid)."""
         self.step_ = infer_step(frame, columns=self.columns)
         self.states_: dict[str, tuple[pd.Timestamp, Any]] = {}
-        for series in _series(frame, self.step_, self.columns):
+        for series in grid_series(frame, self.step_, self.columns):
             start = max(0, len(series.values) - self._window_cells(self.step_))
             # Leading cells before the first observation cannot be forward-filled.
             start = max(start, int(np.argmax(np.isfinite(series.values))))
@@ -175,18 +175,18 @@ class _StatsForecastPeer:
         if not hasattr(self, "states_"):
             raise ConfigError(f"{type(self).__name__} is not fitted: call fit first")
         levels, keys = _interval_keys(self.quantiles)
-        wanted = _as_origins(origins)
+        wanted = as_origins(origins)
         far = max(self.horizons)
         names: list[str] = []
         at: list[pd.Timestamp] = []
         horizons: list[int] = []
         values: list[np.ndarray] = []
-        for series in _series(frame, self.step_, self.columns):
+        for series in grid_series(frame, self.step_, self.columns):
             if series.name not in self.states_:
                 continue
             start, state = self.states_[series.name]
             first = int((start - series.times[0]) / pd.Timedelta(seconds=self.step_))
-            for cell in _positions(series.times, wanted, self.step_):
+            for cell in grid_positions(series.times, wanted, self.step_):
                 if cell <= first:
                     continue
                 forecast = self._forward(state, series.values[first : cell + 1], far, levels)
@@ -195,7 +195,7 @@ class _StatsForecastPeer:
                     at.append(series.times[cell])
                     horizons.append(h)
                     values.append(np.array([forecast[k][h - 1] for k in keys]))
-        return _long(self.columns, self.quantiles, names, at, horizons, self.step_, values)
+        return long_forecasts(self.columns, self.quantiles, names, at, horizons, self.step_, values)
 
 
 class StatsForecastAutoETS(_StatsForecastPeer):
@@ -428,7 +428,7 @@ class MLForecastLightGBM:
     def fit(self, frame: pd.DataFrame) -> Self:
         """Fit one direct model per horizon and quantile on every observed target of ``frame``."""
         self.step_ = infer_step(frame, columns=self.columns)
-        series = _series(frame, self.step_, self.columns)
+        series = grid_series(frame, self.step_, self.columns)
         self.forecasters_: dict[int, Any] = {}
         for h in self.horizons:
             forecaster = self._forecaster(h, self.step_)
@@ -444,8 +444,8 @@ class MLForecastLightGBM:
         """Forecasts at each origin; each reads the cells of ``frame`` up to that origin only."""
         if not hasattr(self, "forecasters_"):
             raise ConfigError("MLForecastLightGBM is not fitted: call fit first")
-        series = _series(frame, self.step_, self.columns)
-        wanted = _as_origins(origins)
+        series = grid_series(frame, self.step_, self.columns)
+        wanted = as_origins(origins)
         names: list[str] = []
         at: list[pd.Timestamp] = []
         horizons: list[int] = []
@@ -454,7 +454,7 @@ class MLForecastLightGBM:
             features, _ = self._features(forecaster, series, h)
             features = features.set_index(["unique_id", "ds"])
             for s in series:
-                cells = _positions(s.times, wanted, self.step_)
+                cells = grid_positions(s.times, wanted, self.step_)
                 if not len(cells):
                     continue
                 origin = s.times[cells]
@@ -468,7 +468,7 @@ class MLForecastLightGBM:
                 at.extend(origin)
                 horizons.extend([h] * len(origin))
                 values.extend(predicted)
-        return _long(self.columns, self.quantiles, names, at, horizons, self.step_, values)
+        return long_forecasts(self.columns, self.quantiles, names, at, horizons, self.step_, values)
 
 
 PEERS: dict[str, Callable[..., Peer]] = {
