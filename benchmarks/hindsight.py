@@ -31,8 +31,8 @@ DAY = 86400
 
 
 def neighbours_mean(values: np.ndarray) -> np.ndarray:
-    """Each cell's estimate from the cells either side of it: their mean, the one observed
-    when the other is missing, NaN at the ends and where both are missing."""
+    """Each cell's estimate from the cells either side of it: their mean; the one observed
+    when the other is missing or past an end; NaN where neither is observed."""
     before = np.concatenate([[np.nan], values[:-1]])
     after = np.concatenate([values[1:], [np.nan]])
     both = np.vstack([before, after])
