@@ -23,11 +23,10 @@ from typing import Any, Self
 import numpy as np
 import pandas as pd
 
-from benchmarks.peers import as_origins, grid_positions, grid_series, long_forecasts
+from benchmarks.peers import DAY, as_origins, grid_positions, grid_series, long_forecasts
+from forecaster.calibration import conformal_offsets
 from forecaster.exceptions import ConfigError
 from forecaster.frame import DEFAULT_COLUMNS, Columns, infer_step
-
-DAY = 86400
 
 
 def neighbours_mean(values: np.ndarray) -> np.ndarray:
@@ -80,12 +79,9 @@ class Hindsight:
         scores = scores[np.isfinite(scores)]
         if not scores.size:
             raise ConfigError("hindsight: no cell of the calibration span has a neighbour")
-        self.offsets_ = np.array(
-            [
-                np.quantile(scores, q, method="higher" if q >= 0.5 else "lower")
-                for q in self.quantiles
-            ]
-        )
+        # One score column serves every level: the offsets are prewarm's conformal ones.
+        columns = np.broadcast_to(scores[:, None], (scores.size, len(self.quantiles)))
+        self.offsets_ = conformal_offsets(columns, self.quantiles)
         return self
 
     def predict(

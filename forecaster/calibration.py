@@ -27,7 +27,14 @@ def coverage(actual: np.ndarray, predicted: np.ndarray) -> float:
     return float(np.mean(actual[finite] <= predicted[finite]))
 
 
-def _offsets(scores: np.ndarray, quantiles: Sequence[float]) -> np.ndarray:
+def conformal_offsets(scores: np.ndarray, quantiles: Sequence[float]) -> np.ndarray:
+    """The conformal offset of each level: the ``quantiles[j]`` empirical quantile of the
+    scores ``y - pred`` in column ``j`` (the next order statistic up for ``tau >= 0.5``, down
+    below).
+
+    >>> conformal_offsets(np.array([[-2.0, -2.0], [1.0, 1.0], [2.0, 2.0]]), (0.1, 0.9))
+    array([-2.,  2.])
+    """
     return np.array(
         [
             np.quantile(scores[:, j], q, method="higher" if q >= 0.5 else "lower")
@@ -118,7 +125,7 @@ class ConformalCalibrator:
         self, actual: np.ndarray, predicted: np.ndarray, groups: np.ndarray
     ) -> dict[object, np.ndarray]:
         scores = actual[:, None] - predicted
-        return self._per_group(scores, groups, lambda part: _offsets(part, self.quantiles))
+        return self._per_group(scores, groups, lambda part: conformal_offsets(part, self.quantiles))
 
     def _per_group(
         self, scores: np.ndarray, groups: np.ndarray, statistic: Callable[[np.ndarray], Any]
