@@ -34,6 +34,10 @@ from each model's loss per refit block, ``block_pinball`` in the JSON). Beside e
 same ratio for :class:`benchmarks.hindsight.Hindsight`, a yardstick that reads the demand
 either side of its target: how much lead knowing the level around the target would take.
 
+Beside the default model runs the same model with the hour's phase among its features
+(:data:`HOURLY`: the minute of the hour, the demand one hour before the target), a setting a
+user opts into with ``model.features``.
+
 ``--eval-days D`` scores the last D days instead of 7 (and writes
 ``forecast_accuracy_<D>days``): a longer span narrows the lead's interval, at the cost of a
 shorter history before the first refit.
@@ -75,7 +79,7 @@ from forecaster.evaluation import RollingOrigin, evaluate
 from forecaster.features import FeatureConfig
 from forecaster.frame import regularize, validate_frame
 from forecaster.metrics import pinball_losses
-from forecaster.models import MODELS, averages_boosters, make_model
+from forecaster.models import DEFAULT_MODEL, MODELS, averages_boosters, make_model
 from forecaster.models.base import quantile_column
 from forecaster.scenarios import SCENARIOS
 from prewarm.evaluate import (
@@ -112,6 +116,14 @@ LEAD, LEAD_WINS, LEAD_BAND = 0.10, 4, (0.87, 0.93)
 # sides, this many times from this seed (a fixed seed: the report is reproducible).
 LEAD_DRAWS, LEAD_SEED, LEAD_INTERVAL = 2000, 0, (0.025, 0.975)
 PLOT = ROOT / "docs" / "forecast-accuracy.png"
+# The default model with the hour's phase among its features: the minute of the hour and the
+# demand one hour before the target. Opt-in, not the default: with it the savings backtest's
+# tuned hybrid misses the SLO on the viral launch (benchmarks/results/backtest_savings_hourly.md).
+HOURLY = FeatureConfig(
+    seasonal_lags=("1h", "1d", "7d"),
+    calendar=("minute_of_day", "minute_of_hour", "day_of_week", "is_weekend"),
+)
+HOURLY_MODEL = f"{DEFAULT_MODEL} hourly"
 # The yardstick that reads the demand around its target (benchmarks/hindsight.py): neither
 # prewarm's nor a peer, never a rival and never bold.
 HINDSIGHT = "hindsight"
@@ -241,6 +253,14 @@ def averaged(names: Sequence[str], n_seeds: int) -> dict[str, tuple[str, Factory
     return {
         f"{n} n_seeds={n_seeds}": ("prewarm", with_params(n, n_seeds=n_seeds)) for n in boosting
     }
+
+
+def hourly(names: Sequence[str]) -> dict[str, tuple[str, Factory]]:
+    """The :data:`HOURLY_MODEL` contender (the default model with :data:`HOURLY` features),
+    when the default model is among ``names``."""
+    if DEFAULT_MODEL not in names:
+        return {}
+    return {HOURLY_MODEL: ("prewarm", with_features(DEFAULT_MODEL, HOURLY))}
 
 
 def results_stem(n_seeds: int, eval_days: float | None = None) -> str:
@@ -920,6 +940,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     contenders: dict[str, tuple[str, Factory]] = {
         **{n: ("prewarm", make_model) for n in models},
         **{n: ("peer", make_peer) for n in _names(args.peers, list(PEERS), "peers")},
+        **hourly(models),
         **averaged(models, args.n_seeds),
         HINDSIGHT: (HINDSIGHT, lambda _name, **params: Hindsight(**params)),
     }

@@ -21,7 +21,7 @@ from forecaster.exceptions import ConfigError
 from forecaster.panel import Panel
 from forecaster.windows import WindowStats
 
-CALENDAR = ("minute_of_day", "hour", "day_of_week", "is_weekend")
+CALENDAR = ("minute_of_day", "minute_of_hour", "hour", "day_of_week", "is_weekend")
 WINDOW_STATS = ("mean", "max", "std")
 BURST_PARTS = ("share", "excess", "since")
 
@@ -63,8 +63,9 @@ class FeatureConfig:
     seasonal_smoothing
         Cells averaged on each side of a seasonal lag.
     calendar
-        Calendar features of the target time: ``minute_of_day``, ``hour``, ``day_of_week``,
-        ``is_weekend``.
+        Calendar features of the target time: ``minute_of_day``, ``minute_of_hour``,
+        ``hour``, ``day_of_week``, ``is_weekend``. ``minute_of_hour`` places what recurs every
+        hour (a cron job at minute 9), which ``minute_of_day`` only finds by 24 separate splits.
     covariate_lags
         Lags (cells before the origin) of every covariate column.
     events
@@ -426,6 +427,7 @@ def _calendar(seconds: np.ndarray, names: Sequence[str]) -> list[np.ndarray]:
     day_of_week = ((seconds // 86400) + 3) % 7
     available = {
         "minute_of_day": minute_of_day,
+        "minute_of_hour": minute_of_day % 60.0,
         "hour": np.floor(minute_of_day / 60.0),
         "day_of_week": day_of_week.astype(float),
         "is_weekend": (day_of_week >= 5).astype(float),

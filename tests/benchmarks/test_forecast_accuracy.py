@@ -13,6 +13,8 @@ import pytest
 from benchmarks.forecast_accuracy import (
     BASELINE_RIVALS,
     HINDSIGHT,
+    HOURLY,
+    HOURLY_MODEL,
     SHORT,
     TRACES,
     averaged,
@@ -21,6 +23,7 @@ from benchmarks.forecast_accuracy import (
     check_target,
     combined_rows,
     figure,
+    hourly,
     lead_interval,
     lead_markdown,
     main,
@@ -28,7 +31,7 @@ from benchmarks.forecast_accuracy import (
     table_rows,
 )
 from benchmarks.peers import PEERS
-from forecaster.models import MODELS
+from forecaster.models import DEFAULT_MODEL, MODELS
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -106,7 +109,7 @@ def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> 
     assert (dataset["horizon_cells"], dataset["horizon_seconds"]) == (1, 1800)
     assert dataset["window_cells"] == [1, 2]  # 10 minutes ahead plus a 10-minute hold
     assert dataset["evaluation"]["origins"] == 48
-    assert set(dataset["models"]) == set(MODELS) | set(PEERS) | {HINDSIGHT}
+    assert set(dataset["models"]) == set(MODELS) | set(PEERS) | {HINDSIGHT, HOURLY_MODEL}
     for name, entry in dataset["models"].items():
         assert "error" not in entry, f"{name}: {entry.get('error')}"
         assert entry["scored"] == 48, name
@@ -123,6 +126,8 @@ def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> 
     assert windowed["pinball"] == shift["pinball"]
     assert windowed["window_pinball"] != models["lightgbm"]["window_pinball"]
     assert windowed["window_pinball"] != shift["window_pinball"]
+    # the hour's phase reaches the default model's twin, and only it
+    assert models[HOURLY_MODEL]["pinball"] != windowed["pinball"]
     assert report["target"]["met"] is False  # one trace cannot meet a five-trace target
     markdown = (out / "forecast_accuracy.md").read_text()
     for name in dataset["models"]:
@@ -185,6 +190,15 @@ def test_a_bad_booster_count_is_a_usage_error(bad: str, capsys: pytest.CaptureFi
         main(["--n-seeds", bad])
     assert refused.value.code == 2
     assert f"--n-seeds takes a whole number >= 1, got {bad!r}" in capsys.readouterr().err
+
+
+def test_the_hourly_twin_runs_only_beside_the_default_model() -> None:
+    assert hourly(["ewma", "lightgbm"]) == {}
+    (name, (kind, factory)), *rest = hourly(["ewma", DEFAULT_MODEL]).items()
+    assert (name, kind, rest) == (f"{DEFAULT_MODEL} hourly", "prewarm", [])
+    model = factory(name, horizons=(1, 2), quantiles=(0.5, 0.9))
+    assert model.features == HOURLY
+    assert "minute_of_hour" in HOURLY.calendar and "1h" in HOURLY.seasonal_lags
 
 
 def test_no_averaged_twin_below_two_boosters() -> None:

@@ -76,6 +76,15 @@ def test_event_flag_is_off_outside_the_window_and_lags_before_the_data_are_missi
     assert np.isnan(frame.loc[0, "lag_2"])
 
 
+def test_minute_of_hour_is_the_target_minutes_past_the_hour():
+    config = FeatureConfig(calendar=("minute_of_day", "minute_of_hour", "hour"))
+    # Origin 23:51 on Saturday; 1, 9 and 12 minutes on: 23:52, 00:00, 00:03.
+    rows = [features_at(panel(np.ones(20)), 1, (h,), config)[0].iloc[0] for h in (1, 9, 12)]
+    assert [row["cal_minute_of_hour"] for row in rows] == [52, 0, 3]
+    assert [row["cal_minute_of_day"] for row in rows] == [1432, 0, 3]
+    assert [row["cal_hour"] for row in rows] == [23, 0, 0]
+
+
 def test_seasonal_lag_that_would_reach_past_the_origin_is_missing():
     y = np.arange(1.0, 40.0)
     frame, _ = features_at(panel(y), origin=20, horizons=(6,), config=CONFIG)
