@@ -181,6 +181,12 @@ NOTES = (
     "are never scored.",
     "The LightGBM row is prewarm's default model as registered, with its conformal "
     "calibration on the last 3 days of each refit's training data; nothing is tuned per trace.",
+    f"`{HOURLY_MODEL}` is `{DEFAULT_MODEL}` with the hour's phase among its features: the "
+    "minute of the hour of the target time and the demand one hour before it (seasonal lag "
+    "`1h`), beside the calendar and the daily and weekly seasonal lags it has by default. A "
+    "user opts into it with `model.features`; the default keeps its features because with "
+    "them the savings backtest's tuned hybrid misses the SLO on the viral launch "
+    "(`benchmarks/results/backtest_savings_hourly.md`).",
     "Window columns: every contender forecasts each horizon of [t + {horizon_min} min, t + "
     "{window_end_min} min] (the lead plus a {hold_min}-minute hold; 2..4 cells of 5-minute data, "
     f"1..2 of 30-minute data; a {SHORT.hold_seconds} s hold on {SHORT.name}) on the same folds. "

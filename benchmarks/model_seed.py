@@ -18,10 +18,12 @@ cold starts' draws) is the same throughout.
 of the spread the average removes.
 
 Run: ``.venv/bin/python benchmarks/model_seed.py [--seeds 1,2,3] [--traces a,b] [--jobs 2]
-[--model lightgbm-window] [--n-seeds 4] [--data ../shared/data]``. Writes
-``benchmarks/results/model_seed.md`` and ``.json`` (``model_seed_<model>`` for another model
-than the default, ``_n_seeds<N>`` for more than one booster, ``_subset`` when not every trace
-ran) unless ``--out`` says otherwise.
+[--model lightgbm-window] [--n-seeds 4] [--features '{"lags": [0, 1]}'] [--data
+../shared/data]``. Writes ``benchmarks/results/model_seed.md`` and ``.json``
+(``model_seed_<model>`` for another model than the default, ``_n_seeds<N>`` for more than one
+booster, ``_features`` for other features than the model's defaults (``--features``, as
+``benchmarks/backtest_savings.py`` takes them), ``_subset`` when not every trace ran) unless
+``--out`` says otherwise.
 """
 
 from __future__ import annotations
@@ -41,13 +43,22 @@ import pandas as pd
 if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.backtest_savings import DATA, RESULTS, loaders, trace_inputs, write_results
+from benchmarks.backtest_savings import (
+    DATA,
+    RESULTS,
+    features_arg,
+    features_text,
+    loaders,
+    trace_inputs,
+    write_results,
+)
 from benchmarks.rung_spacing import peer_cell, verdict
 from benchmarks.traces import chosen_traces
 from benchmarks.tuning_rules import MARGINS, apply_rules, cost_cell, label, rule_header
 from forecaster.backtest.run import BacktestSettings, backtest
 from forecaster.backtest.tuning import TUNING_MARGIN, VALIDATION, safest
 from forecaster.exceptions import ConfigError
+from forecaster.features import FeatureConfig
 from forecaster.models import DEFAULT_MODEL, averages_boosters, make_model
 from prewarm.backtest_report import knob_text
 
@@ -121,12 +132,17 @@ def seed_rows(
 
 
 def run(
-    name: str, data: Path, model: str, seeds: Sequence[int], n_seeds: int = 1
+    name: str,
+    data: Path,
+    model: str,
+    seeds: Sequence[int],
+    n_seeds: int = 1,
+    features: FeatureConfig | None = None,
 ) -> dict[str, Any]:
     """One trace of the savings benchmark, hybrid on each seed's model (each averaging
-    ``n_seeds`` boosters when above 1)."""
+    ``n_seeds`` boosters when above 1; with ``features`` instead of its defaults)."""
     began = time.perf_counter()
-    values, times, step, settings = trace_inputs(name, data, model)
+    values, times, step, settings = trace_inputs(name, data, model, features=features)
     if n_seeds > 1:
         settings = replace(settings, model_params={**settings.model_params, "n_seeds": n_seeds})
     rows = seed_rows(values, times, step, settings, seeds)
@@ -251,6 +267,11 @@ def main() -> None:
         default=1,
         help="Boosters each seed's model averages (the model's `n_seeds`); 1: one.",
     )
+    parser.add_argument(
+        "--features",
+        type=features_arg,
+        help="FeatureConfig fields for the model, as JSON (e.g. '{\"lags\": [0, 1, 2]}').",
+    )
     parser.add_argument("--data", type=Path, default=DATA, help="Directory of the traces.")
     parser.add_argument("--traces", help="Comma-separated subset (default: all).")
     parser.add_argument("--jobs", type=int, default=1, help="Traces run in parallel.")
@@ -265,7 +286,8 @@ def main() -> None:
     began = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = {
-            n: pool.submit(run, n, args.data, args.model, args.seeds, args.n_seeds) for n in names
+            n: pool.submit(run, n, args.data, args.model, args.seeds, args.n_seeds, args.features)
+            for n in names
         }
         rows = {}
         for n, future in futures.items():
@@ -275,14 +297,21 @@ def main() -> None:
     document = {
         "model": args.model,
         "n_seeds": args.n_seeds,
+        "features": None if args.features is None else args.features.to_dict(),
         "seeds": list(args.seeds),
         "seconds": seconds,
         "traces": rows,
     }
+    whole, changed = set(names) == set(known), args.features is not None
     write_results(
-        args.out / stem(args.model, set(names) == set(known), args.n_seeds),
+        args.out / stem(args.model, whole, args.n_seeds, changed),
         document,
-        markdown(rows, model_text(args.model, args.n_seeds), seconds, args.jobs),
+        markdown(
+            rows,
+            model_text(args.model, args.n_seeds) + features_text(args.features),
+            seconds,
+            args.jobs,
+        ),
     )
 
 
@@ -306,17 +335,21 @@ def model_text(model: str, n_seeds: int) -> str:
     return model if n_seeds == 1 else f"{model}` with `n_seeds={n_seeds}"
 
 
-def stem(model: str, whole: bool, n_seeds: int = 1) -> str:
+def stem(model: str, whole: bool, n_seeds: int = 1, features: bool = False) -> str:
     """The results' file name: the model where it is not the default, the boosters it
-    averages where more than one, ``_subset`` where not every trace ran.
+    averages where more than one, ``_features`` where they are not the model's defaults,
+    ``_subset`` where not every trace ran.
 
     >>> stem(DEFAULT_MODEL, True), stem("lightgbm", False), stem(DEFAULT_MODEL, False, 4)
     ('model_seed', 'model_seed_lightgbm_subset', 'model_seed_n_seeds4_subset')
+    >>> stem(DEFAULT_MODEL, False, features=True)
+    'model_seed_features_subset'
     """
     return (
         "model_seed"
         + ("" if model == DEFAULT_MODEL else f"_{model}")
         + ("" if n_seeds == 1 else f"_n_seeds{n_seeds}")
+        + ("_features" if features else "")
         + ("" if whole else "_subset")
     )
 

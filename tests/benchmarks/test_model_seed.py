@@ -194,3 +194,7 @@ def test_results_are_named_by_model_and_whether_every_trace_ran() -> None:
     assert stem(DEFAULT_MODEL, True) == "model_seed"
     assert stem(DEFAULT_MODEL, False) == "model_seed_subset"
     assert stem("lightgbm", True) == "model_seed_lightgbm"
+    # a run with other features than the model's defaults never overwrites the defaults' run
+    assert stem(DEFAULT_MODEL, True, 1, features=True) == "model_seed_features"
+    named = stem("lightgbm", False, 4, features=True)
+    assert named == "model_seed_lightgbm_n_seeds4_features_subset"
