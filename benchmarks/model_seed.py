@@ -29,6 +29,7 @@ booster, ``_features`` for other features than the model's defaults (``--feature
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -46,8 +47,8 @@ if __name__ == "__main__" and not __package__:
 from benchmarks.backtest_savings import (
     DATA,
     RESULTS,
+    changed,
     features_arg,
-    features_text,
     loaders,
     trace_inputs,
     write_results,
@@ -308,7 +309,7 @@ def main() -> None:
         document,
         markdown(
             rows,
-            model_text(args.model, args.n_seeds) + features_text(args.features),
+            model_text(args.model, args.n_seeds, args.features),
             seconds,
             args.jobs,
         ),
@@ -326,13 +327,17 @@ def n_seeds_arg(text: str) -> int:
     return n
 
 
-def model_text(model: str, n_seeds: int) -> str:
-    """The report's name of the model: the registered name, and the boosters it averages.
+def model_text(model: str, n_seeds: int, features: FeatureConfig | None = None) -> str:
+    """The report's name of the model, which it sets in backticks: the registered name, the
+    boosters it averages and the features changed from its defaults.
 
     >>> model_text("lightgbm", 1), model_text("lightgbm", 4)
     ('lightgbm', 'lightgbm` with `n_seeds=4')
+    >>> model_text("lightgbm", 1, FeatureConfig(lags=(0, 1)))
+    'lightgbm` with features `{"lags": [0, 1]}'
     """
-    return model if n_seeds == 1 else f"{model}` with `n_seeds={n_seeds}"
+    text = model if n_seeds == 1 else f"{model}` with `n_seeds={n_seeds}"
+    return text if features is None else f"{text}` with features `{json.dumps(changed(features))}"
 
 
 def stem(model: str, whole: bool, n_seeds: int = 1, features: bool = False) -> str:
