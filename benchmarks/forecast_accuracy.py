@@ -179,8 +179,10 @@ NOTES = (
     "and the peers', is clipped at zero and sorted across quantiles. Gaps are forward-filled "
     "before the peer libraries see the data (none accepts NaN); cells with no observed value "
     "are never scored.",
-    "The LightGBM row is prewarm's default model as registered, with its conformal "
-    "calibration on the last 3 days of each refit's training data; nothing is tuned per trace.",
+    "The LightGBM row is plain `lightgbm`, the per-horizon model the target above names; "
+    f"prewarm's default model is `{DEFAULT_MODEL}`. Every boosting model is as registered, "
+    "with its conformal calibration on the last 3 days of each refit's training data; nothing "
+    "is tuned per trace.",
     f"`{HOURLY_MODEL}` is `{DEFAULT_MODEL}` with the hour's phase among its features: the "
     "minute of the hour of the target time and the demand one hour before it (seasonal lag "
     "`1h`), beside the calendar and the daily and weekly seasonal lags it has by default. A "
