@@ -303,9 +303,9 @@ def main() -> None:
         "seconds": seconds,
         "traces": rows,
     }
-    whole, changed = set(names) == set(known), args.features is not None
+    whole, custom = set(names) == set(known), args.features is not None
     write_results(
-        args.out / stem(args.model, whole, args.n_seeds, changed),
+        args.out / stem(args.model, whole, args.n_seeds, custom),
         document,
         markdown(
             rows,
