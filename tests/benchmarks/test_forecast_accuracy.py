@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from benchmarks.forecast_accuracy import (
     table_rows,
 )
 from benchmarks.peers import PEERS
+from forecaster.features import FeatureConfig
 from forecaster.models import DEFAULT_MODEL, MODELS
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -126,7 +128,7 @@ def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> 
     assert windowed["pinball"] == shift["pinball"]
     assert windowed["window_pinball"] != models["lightgbm"]["window_pinball"]
     assert windowed["window_pinball"] != shift["window_pinball"]
-    # the hour's phase reaches the default model's twin, and only it
+    # the hour's phase reaches the twin's forecasts
     assert models[HOURLY_MODEL]["pinball"] != windowed["pinball"]
     assert report["target"]["met"] is False  # one trace cannot meet a five-trace target
     markdown = (out / "forecast_accuracy.md").read_text()
@@ -198,7 +200,15 @@ def test_the_hourly_twin_runs_only_beside_the_default_model() -> None:
     assert (name, kind, rest) == (f"{DEFAULT_MODEL} hourly", "prewarm", [])
     model = factory(name, horizons=(1, 2), quantiles=(0.5, 0.9))
     assert model.features == HOURLY
-    assert "minute_of_hour" in HOURLY.calendar and "1h" in HOURLY.seasonal_lags
+
+
+def test_the_hourly_features_are_the_defaults_plus_the_hours_phase() -> None:
+    # Should the default features change, the twin must stay "the default and the hour".
+    default = FeatureConfig()
+    assert set(HOURLY.calendar) == {*default.calendar, "minute_of_hour"}
+    assert set(HOURLY.seasonal_lags) == {*default.seasonal_lags, "1h"}
+    same = replace(HOURLY, calendar=default.calendar, seasonal_lags=default.seasonal_lags)
+    assert same == default
 
 
 def test_no_averaged_twin_below_two_boosters() -> None:
