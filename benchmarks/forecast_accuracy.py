@@ -34,9 +34,10 @@ from each model's loss per refit block, ``block_pinball`` in the JSON). Beside e
 same ratio for :class:`benchmarks.hindsight.Hindsight`, a yardstick that reads the demand
 either side of its target: how much lead knowing the level around the target would take.
 
-Beside the default model runs the same model with the hour's phase among its features
-(:data:`HOURLY`: the minute of the hour, the demand one hour before the target), a setting a
-user opts into with ``model.features``.
+The registered models include ``lightgbm-window-hourly``, the default model with the hour's
+phase among its features (the minute of the hour, the demand one hour before the target);
+beside ``auto`` runs :data:`AUTO_HOURLY`, ``auto`` with that model among its candidates: the
+hour's phase chosen per workload on its validation window, the way a user would serve it.
 
 ``--eval-days D`` scores the last D days instead of 7 (and writes
 ``forecast_accuracy_<D>days``): a longer span narrows the lead's interval, at the cost of a
@@ -76,7 +77,6 @@ from benchmarks.peers import PEERS, make_peer
 from benchmarks.traces import TRACES, chosen_traces
 from forecaster.backtest.plots import legend_below
 from forecaster.evaluation import RollingOrigin, evaluate
-from forecaster.features import FeatureConfig
 from forecaster.frame import regularize, validate_frame
 from forecaster.metrics import pinball_losses
 from forecaster.models import DEFAULT_MODEL, MODELS, averages_boosters, make_model
@@ -119,11 +119,10 @@ PLOT = ROOT / "docs" / "forecast-accuracy.png"
 # The default model with the hour's phase among its features: the minute of the hour and the
 # demand one hour before the target. Opt-in, not the default: the plan does not follow its
 # lower loss (benchmarks/results/backtest_savings_hourly.md, model_seed_viral_launch_hourly.md).
-HOURLY = FeatureConfig(
-    seasonal_lags=("1h", "1d", "7d"),
-    calendar=("minute_of_day", "minute_of_hour", "day_of_week", "is_weekend"),
-)
-HOURLY_MODEL = f"{DEFAULT_MODEL} hourly"
+HOURLY_MODEL = "lightgbm-window-hourly"
+# `auto` with HOURLY_MODEL among its candidates: it serves the hour's phase to the workloads
+# whose validation window says so. One configuration for every trace, not a pick per trace.
+AUTO_HOURLY = "auto hourly"
 # The yardstick that reads the demand around its target (benchmarks/hindsight.py): neither
 # prewarm's nor a peer, never a rival and never bold.
 HINDSIGHT = "hindsight"
@@ -185,8 +184,10 @@ NOTES = (
     "is tuned per trace.",
     f"`{HOURLY_MODEL}` is `{DEFAULT_MODEL}` with the hour's phase among its features: the "
     "minute of the hour of the target time and the demand one hour before it (seasonal lag "
-    "`1h`), beside the calendar and the daily and weekly seasonal lags it has by default. A "
-    "user opts into it with `model.features`; the default keeps its features because the "
+    "`1h`), beside the calendar and the daily and weekly seasonal lags it has by default. "
+    f"`{AUTO_HOURLY}` is `auto` with `{HOURLY_MODEL}` among its candidates, one configuration "
+    "that serves the hour's phase to a workload when its validation window says so. A user "
+    "opts into either by naming it; the default model keeps its features because the "
     "plan does not follow the lower loss: with them the savings backtest's tuned hybrid costs "
     "3.1% more on twitter and 9.5% less on office-hours, and holds the viral launch's SLO on 4 "
     "of 12 model seeds against 5 (`benchmarks/results/backtest_savings_hourly.md`, "
@@ -249,11 +250,6 @@ def with_params(model: str, **fixed: Any) -> Factory:
     return lambda _name, **params: make_model(model, **fixed, **params)
 
 
-def with_features(model: str, features: FeatureConfig) -> Factory:
-    """A contender's factory: the registered ``model`` with ``features`` for its defaults."""
-    return with_params(model, features=features)
-
-
 def averaged(names: Sequence[str], n_seeds: int) -> dict[str, tuple[str, Factory]]:
     """``<name> n_seeds=<n>`` contenders: each boosting model of ``names`` averaging
     ``n_seeds`` boosters per quantile (none below 2)."""
@@ -265,12 +261,13 @@ def averaged(names: Sequence[str], n_seeds: int) -> dict[str, tuple[str, Factory
     }
 
 
-def hourly(names: Sequence[str]) -> dict[str, tuple[str, Factory]]:
-    """The :data:`HOURLY_MODEL` contender (the default model with :data:`HOURLY` features),
-    when the default model is among ``names``."""
-    if DEFAULT_MODEL not in names:
+def auto_hourly(names: Sequence[str]) -> dict[str, tuple[str, Factory]]:
+    """The :data:`AUTO_HOURLY` contender (``auto``, :data:`HOURLY_MODEL` among its
+    candidates), when ``auto`` is among ``names``."""
+    if "auto" not in names:
         return {}
-    return {HOURLY_MODEL: ("prewarm", with_features(DEFAULT_MODEL, HOURLY))}
+    candidates = (*make_model("auto").get_params()["candidates"], HOURLY_MODEL)
+    return {AUTO_HOURLY: ("prewarm", with_params("auto", candidates=candidates))}
 
 
 def results_stem(n_seeds: int, eval_days: float | None = None) -> str:
@@ -950,7 +947,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     contenders: dict[str, tuple[str, Factory]] = {
         **{n: ("prewarm", make_model) for n in models},
         **{n: ("peer", make_peer) for n in _names(args.peers, list(PEERS), "peers")},
-        **hourly(models),
+        **auto_hourly(models),
         **averaged(models, args.n_seeds),
         HINDSIGHT: (HINDSIGHT, lambda _name, **params: Hindsight(**params)),
     }

@@ -132,6 +132,37 @@ class FeatureConfig:
         return cls(**fields)
 
 
+HOUR = "1h"
+
+
+def with_hour_phase(config: FeatureConfig) -> FeatureConfig:
+    """``config`` with the hour's phase among its features: the ``minute_of_hour`` of the
+    target time and its seasonal lag of one hour (the demand an hour before the target).
+
+    Both kept in a fixed order (the calendar's, the seasons' by length), so the same
+    declaration always builds the same columns.
+
+    >>> hourly = with_hour_phase(FeatureConfig())
+    >>> hourly.calendar, hourly.seasonal_lags
+    (('minute_of_day', 'minute_of_hour', 'day_of_week', 'is_weekend'), ('1h', '1d', '7d'))
+    >>> with_hour_phase(hourly) == hourly
+    True
+    """
+
+    def seconds(season: str) -> float:
+        return parse_duration(season, name="seasonal_lags")
+
+    calendar = {*config.calendar, "minute_of_hour"}
+    seasons = list(config.seasonal_lags)
+    if seconds(HOUR) not in map(seconds, seasons):  # "60m" is the hour already
+        seasons.append(HOUR)
+    return replace(
+        config,
+        calendar=tuple(name for name in CALENDAR if name in calendar),
+        seasonal_lags=tuple(sorted(seasons, key=seconds)),
+    )
+
+
 def _cells(duration: str, step: int, *, minimum: int = 1) -> int:
     return max(minimum, round(parse_duration(duration) / step))
 

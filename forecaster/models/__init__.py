@@ -3,12 +3,13 @@
 The single models are :data:`forecaster.models.components.COMPONENTS` (``lightgbm-window``
 among them: ``lightgbm`` forecasting the window's maximum too). ``combination`` weighs some of
 them per series; ``auto`` picks one per series, by what the plan sizes for (the window's
-forecast), among ``lightgbm``, ``lightgbm-window`` and the seasonal and smoothing baselines.
+forecast), among ``lightgbm``, ``lightgbm-window`` and the seasonal and smoothing baselines
+(``lightgbm-window-hourly`` too when named among its ``candidates``).
 
 >>> sorted(MODELS)  # doctest: +NORMALIZE_WHITESPACE
 ['auto', 'combination', 'ewma', 'hist-gbm', 'intermittent', 'last-value', 'lightgbm',
- 'lightgbm-window', 'lightgbm-window-shift', 'mstl', 'seasonal-naive-daily',
- 'seasonal-naive-weekly']
+ 'lightgbm-window', 'lightgbm-window-hourly', 'lightgbm-window-shift', 'mstl',
+ 'seasonal-naive-daily', 'seasonal-naive-weekly']
 """
 
 from __future__ import annotations

@@ -9,18 +9,36 @@ regressors of its own; ``lightgbm-window-shift`` by the largest per-horizon quan
 split conformal on the window's maximum. Both also ``refit`` after calibrating, so the model
 they serve has learned the calibration window (a level shift of the last days) while the
 conformal offsets stay out of sample.
+
+``lightgbm-window-hourly`` is ``lightgbm-window`` with the hour's phase added to whatever
+features it is given (:func:`forecaster.features.with_hour_phase`): the minute of the hour
+and the demand an hour before the target, for demand with an hourly rhythm. Not the default:
+the plan does not follow its lower loss everywhere (benchmarks/results/
+backtest_savings_hourly.md); ``auto`` can be given it to choose per workload.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
+from forecaster.features import FeatureConfig, with_hour_phase
 from forecaster.models.base import BaseForecaster
 from forecaster.models.baseline import EWMA, LastValue, SeasonalNaive
 from forecaster.models.decomposition import SeasonalDecomposition
 from forecaster.models.intermittent import Intermittent
 from forecaster.models.quantile_gbm import QuantileGradientBoosting
+
+
+def hourly_window(features: FeatureConfig | None = None, **params: Any) -> BaseForecaster:
+    """``lightgbm-window`` whose ``features`` (the defaults when None) gain the hour's phase;
+    ``params`` as for it (and may override its settings, as a registered partial's do)."""
+    settings: dict[str, Any] = {"engine": "lightgbm", "target": "window", "refit": True}
+    return QuantileGradientBoosting(
+        **(settings | params), features=with_hour_phase(features or FeatureConfig())
+    )
+
 
 COMPONENTS: dict[str, Callable[..., BaseForecaster]] = {
     "last-value": LastValue,
@@ -41,4 +59,5 @@ COMPONENTS: dict[str, Callable[..., BaseForecaster]] = {
         window_model="shift",
         refit=True,
     ),
+    "lightgbm-window-hourly": hourly_window,
 }

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,19 +11,19 @@ import pandas as pd
 import pytest
 
 from benchmarks.forecast_accuracy import (
+    AUTO_HOURLY,
     BASELINE_RIVALS,
     HINDSIGHT,
-    HOURLY,
     HOURLY_MODEL,
     SHORT,
     TRACES,
+    auto_hourly,
     averaged,
     block_losses,
     check_lead,
     check_target,
     combined_rows,
     figure,
-    hourly,
     lead_interval,
     lead_markdown,
     main,
@@ -32,8 +31,8 @@ from benchmarks.forecast_accuracy import (
     table_rows,
 )
 from benchmarks.peers import PEERS
-from forecaster.features import FeatureConfig
 from forecaster.models import DEFAULT_MODEL, MODELS
+from forecaster.models.combination import SELECT_CANDIDATES
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -111,7 +110,7 @@ def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> 
     assert (dataset["horizon_cells"], dataset["horizon_seconds"]) == (1, 1800)
     assert dataset["window_cells"] == [1, 2]  # 10 minutes ahead plus a 10-minute hold
     assert dataset["evaluation"]["origins"] == 48
-    assert set(dataset["models"]) == set(MODELS) | set(PEERS) | {HINDSIGHT, HOURLY_MODEL}
+    assert set(dataset["models"]) == set(MODELS) | set(PEERS) | {HINDSIGHT, AUTO_HOURLY}
     for name, entry in dataset["models"].items():
         assert "error" not in entry, f"{name}: {entry.get('error')}"
         assert entry["scored"] == 48, name
@@ -194,21 +193,13 @@ def test_a_bad_booster_count_is_a_usage_error(bad: str, capsys: pytest.CaptureFi
     assert f"--n-seeds takes a whole number >= 1, got {bad!r}" in capsys.readouterr().err
 
 
-def test_the_hourly_twin_runs_only_beside_the_default_model() -> None:
-    assert hourly(["ewma", "lightgbm"]) == {}
-    (name, (kind, factory)), *rest = hourly(["ewma", DEFAULT_MODEL]).items()
-    assert (name, kind, rest) == (f"{DEFAULT_MODEL} hourly", "prewarm", [])
+def test_auto_with_the_hours_phase_runs_only_beside_auto() -> None:
+    assert auto_hourly(["ewma", DEFAULT_MODEL]) == {}
+    (name, (kind, factory)), *rest = auto_hourly(["ewma", "auto"]).items()
+    assert (name, kind, rest) == (AUTO_HOURLY, "prewarm", [])
     model = factory(name, horizons=(1, 2), quantiles=(0.5, 0.9))
-    assert model.features == HOURLY
-
-
-def test_the_hourly_features_are_the_defaults_plus_the_hours_phase() -> None:
-    # Should the default features change, the twin must stay "the default and the hour".
-    default = FeatureConfig()
-    assert set(HOURLY.calendar) == {*default.calendar, "minute_of_hour"}
-    assert set(HOURLY.seasonal_lags) == {*default.seasonal_lags, "1h"}
-    same = replace(HOURLY, calendar=default.calendar, seasonal_lags=default.seasonal_lags)
-    assert same == default
+    assert (model.method, model.candidates) == ("select", (*SELECT_CANDIDATES, HOURLY_MODEL))
+    assert HOURLY_MODEL in MODELS
 
 
 def test_no_averaged_twin_below_two_boosters() -> None:

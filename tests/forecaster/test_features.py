@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 
 import forecaster.features
 from forecaster.exceptions import ConfigError
-from forecaster.features import Event, FeatureConfig, build_features, feature_names, target_values
+from forecaster.features import (
+    Event,
+    FeatureConfig,
+    build_features,
+    feature_names,
+    target_values,
+    with_hour_phase,
+)
 from forecaster.panel import Panel
 
 STEP = 60
@@ -83,6 +90,20 @@ def test_minute_of_hour_is_the_target_minutes_past_the_hour():
     assert [row["cal_minute_of_hour"] for row in rows] == [52, 0, 3]
     assert [row["cal_minute_of_day"] for row in rows] == [1432, 0, 3]
     assert [row["cal_hour"] for row in rows] == [23, 0, 0]
+
+
+def test_the_hours_phase_adds_the_minute_of_the_hour_and_a_lag_of_an_hour_and_nothing_else():
+    default = FeatureConfig()
+    hourly = with_hour_phase(default)
+    assert hourly.calendar == ("minute_of_day", "minute_of_hour", "day_of_week", "is_weekend")
+    assert hourly.seasonal_lags == ("1h", "1d", "7d")
+    assert hourly == FeatureConfig(calendar=hourly.calendar, seasonal_lags=hourly.seasonal_lags)
+    # a declaration keeps what it has; an hour already spelt otherwise is not doubled
+    declared = FeatureConfig(lags=(0, 1), calendar=("hour",), seasonal_lags=("7d", "60m"))
+    assert with_hour_phase(declared) == FeatureConfig(
+        lags=(0, 1), calendar=("minute_of_hour", "hour"), seasonal_lags=("60m", "7d")
+    )
+    assert with_hour_phase(hourly) == hourly
 
 
 def test_seasonal_lag_that_would_reach_past_the_origin_is_missing():

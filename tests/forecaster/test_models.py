@@ -11,6 +11,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from forecaster.exceptions import ConfigError, DataValidationError, UnknownNameError
+from forecaster.features import FeatureConfig, with_hour_phase
 from forecaster.frame import regularize, validate_frame
 from forecaster.models import MODELS, make_model
 from forecaster.scenarios import gpu_inference_demand
@@ -18,6 +19,7 @@ from forecaster.scenarios import gpu_inference_demand
 FAST = {
     "lightgbm": {"n_estimators": 25},
     "hist-gbm": {"n_estimators": 25},
+    "lightgbm-window-hourly": {"n_estimators": 25},
     "combination": {"candidate_params": {"lightgbm": {"n_estimators": 25}}},
     "auto": {
         "candidate_params": {
@@ -145,6 +147,19 @@ def test_unknown_model_lists_the_registry():
         match=r"unknown model 'prophet'; registered models: auto, combination, ewma",
     ):
         make_model("prophet")
+
+
+def test_the_hourly_window_model_is_the_window_model_with_the_hours_phase_added():
+    declared = FeatureConfig(lags=(0, 1), calendar=("day_of_week",))
+    for features in (None, declared):
+        hourly = make_model("lightgbm-window-hourly", features=features, n_estimators=7)
+        window = make_model(
+            "lightgbm-window", features=with_hour_phase(features or FeatureConfig())
+        )
+        assert hourly.get_params() == window.get_params() | {"n_estimators": 7}
+    # a combination handing its features to its candidates keeps the hour's phase in this one
+    auto = make_model("auto", candidates=("ewma", "lightgbm-window-hourly"), features=declared)
+    assert auto._candidate("lightgbm-window-hourly").features == with_hour_phase(declared)
 
 
 def test_frame_that_is_not_on_a_grid_is_refused():
