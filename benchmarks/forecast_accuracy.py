@@ -41,7 +41,8 @@ hour's phase chosen per workload on its validation window, the way a user would 
 
 ``--eval-days D`` scores the last D days instead of 7 (and writes
 ``forecast_accuracy_<D>days``): a longer span narrows the lead's interval, at the cost of a
-shorter history before the first refit.
+shorter history before the first refit. A run of some models, peers or traces writes
+``forecast_accuracy_subset`` and leaves the full report and its plot alone.
 
 ``--n-seeds N`` adds, beside each boosting model of ``--models``, the same model averaging N
 boosters per quantile (its ``n_seeds``), on the same folds, and writes
@@ -270,11 +271,13 @@ def auto_hourly(names: Sequence[str]) -> dict[str, tuple[str, Factory]]:
     return {AUTO_HOURLY: ("prewarm", with_params("auto", candidates=candidates))}
 
 
-def results_stem(n_seeds: int, eval_days: float | None = None) -> str:
+def results_stem(n_seeds: int, eval_days: float | None = None, *, subset: bool = False) -> str:
     """The results' file name: ``_n_seeds<n>`` when boosters were averaged, ``_<d>days``
-    when ``--eval-days`` scored other than the default span."""
+    when ``--eval-days`` scored other than the default span, else ``_subset`` when only some
+    models, peers or traces ran (``subset``): the full report is written by a full run only."""
     stem = "forecast_accuracy" + ("" if n_seeds < 2 else f"_n_seeds{n_seeds}")
-    return stem + ("" if eval_days in (None, EVAL_DAYS) else f"_{eval_days:g}days")
+    stem += "" if eval_days in (None, EVAL_DAYS) else f"_{eval_days:g}days"
+    return stem + "_subset" if subset and stem == "forecast_accuracy" else stem
 
 
 def eval_days_arg(text: str) -> float:
@@ -1018,11 +1021,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     style = "bold green" if report["target"]["met"] else "bold red"
     console.print(f"[{style}]{report['target']['text']}[/]")
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / results_stem(args.n_seeds, args.eval_days)
+    subset = any(given is not None for given in (args.models, args.peers, args.traces))
+    stem = args.out / results_stem(args.n_seeds, args.eval_days, subset=subset)
     stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     stem.with_suffix(".md").write_text(render_markdown(report))
     console.print(f"wrote {stem}.md and .json")
-    full = not args.quick and args.traces is None and args.n_seeds < 2 and eval_days == EVAL_DAYS
+    full = not (args.quick or subset) and args.n_seeds < 2 and eval_days == EVAL_DAYS
     plot = args.plot or (PLOT if full else None)
     if plot is not None and check_lead(results)["traces"]:
         plot.parent.mkdir(parents=True, exist_ok=True)

@@ -150,7 +150,9 @@ def test_the_short_trace_runs_alone_at_its_own_step(tmp_path: Path) -> None:
     argv = ["--traces", SHORT.name, "--models", "ewma,intermittent", "--peers", ""]
     assert main([*argv, "--no-scenarios", "--data-dir", str(DATA), "--out", str(out)]) == 0
 
-    report = json.loads((out / "forecast_accuracy.json").read_text())
+    # some models of one trace: a report of its own, the full one untouched
+    assert not (out / "forecast_accuracy.json").exists()
+    report = json.loads((out / "forecast_accuracy_subset.json").read_text())
     assert list(report["datasets"]) == [SHORT.name]
     dataset = report["datasets"][SHORT.name]
     assert (dataset["kind"], dataset["step_seconds"], dataset["horizon_cells"]) == ("short", 1, 30)
@@ -159,7 +161,7 @@ def test_the_short_trace_runs_alone_at_its_own_step(tmp_path: Path) -> None:
         entry = dataset["models"][name]
         assert "error" not in entry, entry
         assert all(math.isfinite(v) for v in entry["pinball"].values())
-    markdown = (out / "forecast_accuracy.md").read_text()
+    markdown = (out / "forecast_accuracy_subset.md").read_text()
     assert f"| {SHORT.name} | 1 s | 30 s (30 cells) | ewma |" in markdown
     assert "only 0 of the 5 real traces" in report["target"]["text"]
 
@@ -212,6 +214,8 @@ def test_no_averaged_twin_below_two_boosters() -> None:
     assert results_stem(4) == "forecast_accuracy_n_seeds4"
     assert results_stem(1, 7.0) == "forecast_accuracy"
     assert results_stem(4, 14.0) == "forecast_accuracy_n_seeds4_14days"
+    assert results_stem(1, subset=True) == "forecast_accuracy_subset"
+    assert results_stem(1, 14.0, subset=True) == "forecast_accuracy_14days"
 
 
 @pytest.mark.parametrize("bad", ["0", "-2", "two", "nan", "inf"])
