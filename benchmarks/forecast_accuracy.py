@@ -78,6 +78,7 @@ from benchmarks.peers import PEERS, make_peer
 from benchmarks.traces import TRACES, chosen_traces
 from forecaster.backtest.plots import legend_below
 from forecaster.evaluation import RollingOrigin, evaluate
+from forecaster.features import FeatureConfig
 from forecaster.frame import regularize, validate_frame
 from forecaster.metrics import pinball_losses
 from forecaster.models import DEFAULT_MODEL, MODELS, averages_boosters, make_model
@@ -251,6 +252,11 @@ def with_params(model: str, **fixed: Any) -> Factory:
     return lambda _name, **params: make_model(model, **fixed, **params)
 
 
+def with_features(model: str, features: FeatureConfig) -> Factory:
+    """A contender's factory: the registered ``model`` with ``features`` for its defaults."""
+    return with_params(model, features=features)
+
+
 def averaged(names: Sequence[str], n_seeds: int) -> dict[str, tuple[str, Factory]]:
     """``<name> n_seeds=<n>`` contenders: each boosting model of ``names`` averaging
     ``n_seeds`` boosters per quantile (none below 2)."""
@@ -274,7 +280,7 @@ def auto_hourly(names: Sequence[str]) -> dict[str, tuple[str, Factory]]:
 def results_stem(n_seeds: int, eval_days: float | None = None, *, subset: bool = False) -> str:
     """The results' file name: ``_n_seeds<n>`` when boosters were averaged, ``_<d>days``
     when ``--eval-days`` scored other than the default span, else ``_subset`` when only some
-    models, peers or traces ran (``subset``): the full report is written by a full run only."""
+    models, peers or traces ran (``subset``), so that such a run leaves the full report alone."""
     stem = "forecast_accuracy" + ("" if n_seeds < 2 else f"_n_seeds{n_seeds}")
     stem += "" if eval_days in (None, EVAL_DAYS) else f"_{eval_days:g}days"
     return stem + "_subset" if subset and stem == "forecast_accuracy" else stem

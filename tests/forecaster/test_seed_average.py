@@ -107,6 +107,7 @@ def test_the_boosting_models_are_the_ones_that_average() -> None:
         "hist-gbm",
         "lightgbm",
         "lightgbm-window",
+        "lightgbm-window-hourly",
         "lightgbm-window-shift",
     ]
     with pytest.raises(UnknownNameError, match="unknown model 'prophet'"):
