@@ -283,7 +283,8 @@ def results_stem(n_seeds: int, eval_days: float | None = None, *, subset: bool =
     models, peers or traces ran (``subset``), so that such a run leaves the full report alone."""
     stem = "forecast_accuracy" + ("" if n_seeds < 2 else f"_n_seeds{n_seeds}")
     stem += "" if eval_days in (None, EVAL_DAYS) else f"_{eval_days:g}days"
-    return stem + "_subset" if subset and stem == "forecast_accuracy" else stem
+    marked = subset and stem == "forecast_accuracy"  # other stems already say what ran
+    return f"{stem}_subset" if marked else stem
 
 
 def eval_days_arg(text: str) -> float:

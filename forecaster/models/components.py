@@ -30,14 +30,13 @@ from forecaster.models.decomposition import SeasonalDecomposition
 from forecaster.models.intermittent import Intermittent
 from forecaster.models.quantile_gbm import QuantileGradientBoosting
 
+WINDOW = partial(QuantileGradientBoosting, engine="lightgbm", target="window", refit=True)
+
 
 def hourly_window(features: FeatureConfig | None = None, **params: Any) -> BaseForecaster:
     """``lightgbm-window`` whose ``features`` (the defaults when None) gain the hour's phase;
-    ``params`` as for it (and may override its settings, as a registered partial's do)."""
-    settings: dict[str, Any] = {"engine": "lightgbm", "target": "window", "refit": True}
-    return QuantileGradientBoosting(
-        **(settings | params), features=with_hour_phase(features or FeatureConfig())
-    )
+    ``params`` as for it."""
+    return WINDOW(features=with_hour_phase(features or FeatureConfig()), **params)
 
 
 COMPONENTS: dict[str, Callable[..., BaseForecaster]] = {
@@ -49,15 +48,7 @@ COMPONENTS: dict[str, Callable[..., BaseForecaster]] = {
     "hist-gbm": partial(QuantileGradientBoosting, engine="hist-gbm"),
     "mstl": SeasonalDecomposition,
     "intermittent": Intermittent,
-    "lightgbm-window": partial(
-        QuantileGradientBoosting, engine="lightgbm", target="window", refit=True
-    ),
-    "lightgbm-window-shift": partial(
-        QuantileGradientBoosting,
-        engine="lightgbm",
-        target="window",
-        window_model="shift",
-        refit=True,
-    ),
+    "lightgbm-window": WINDOW,
+    "lightgbm-window-shift": partial(WINDOW, window_model="shift"),
     "lightgbm-window-hourly": hourly_window,
 }
