@@ -12,7 +12,7 @@ from forecaster.policies.base import Grid, Observation
 from forecaster.policies.buffered import BUFFER_GRID, buffer_path
 from forecaster.policies.hpa import HPABehavior
 from forecaster.policies.predictive import QUANTILE_GRID, PredictivePolicy
-from forecaster.policies.reach import BESIDE, rungs
+from forecaster.policies.reach import BESIDE, hpa_rungs, rungs
 from forecaster.policies.reactive import (
     REACTIVE_PATH_GRID,
     TOLERANCE_GRID,
@@ -99,10 +99,13 @@ class HybridPolicy(ReactivePolicy):
         points = cls._points(spec)
         if spec.min_replicas > 0:
             return points
-        # The i-th reactive-path utilization's points try the i-th activation probability.
+        # The i-th reactive-path utilization's points try the i-th activation probability;
+        # the HPA's rungs keep their margin and wake on the least chance of demand.
         swap = dict(zip(REACTIVE_PATH_GRID, ACTIVATION_GRID, strict=True))
         return tuple(
             p | {"target_utilization": 1.0, "activation_probability": swap[p["target_utilization"]]}
+            if p["target_utilization"] in swap
+            else p | {"activation_probability": ACTIVATION_GRID[-1]}
             for p in points
         )
 
@@ -128,9 +131,11 @@ class HybridPolicy(ReactivePolicy):
             | {"buffer_quantile": b}
             for b, u, t in itertools.product(TAIL_BUFFER, REACTIVE_PATH_GRID, TOLERANCE_GRID)
         ]
-        # Past both, the rungs of :mod:`forecaster.policies.reach` on the forecast path.
+        # Past both, the rungs of :mod:`forecaster.policies.reach` on each path: the forecast
+        # path's, and the HPA's own beside the forecast path at its least margin.
         reach = rungs(lambda u: top | {"forecast_utilization": u} | BESIDE | NO_BUFFER)
-        return (*joint, *tail, *buffered, *reach)
+        least = {"quantile": QUANTILE_GRID[0], "forecast_utilization": 1.0} | NO_BUFFER
+        return (*joint, *tail, *buffered, *reach, *hpa_rungs(least))
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the two-metric HPA keeps at each simulation step."""

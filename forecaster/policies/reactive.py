@@ -13,7 +13,7 @@ from forecaster.activation import KedaActivation, awake_replicas, is_active
 from forecaster.exceptions import ConfigError
 from forecaster.policies.base import Grid, Observation
 from forecaster.policies.hpa import FleetMetric, HPABehavior, HPAController
-from forecaster.policies.reach import BESIDE, rungs
+from forecaster.policies.reach import hpa_rungs
 from forecaster.workload import WorkloadSpec
 
 # Usage a forecast-driven path adds to the HPA: (value per sync tick, averageValue target).
@@ -33,20 +33,25 @@ TOLERANCE_GRID = (0.1, 0.0)
 
 
 def beside_reactive_path(knob: str, values: Sequence[float]) -> Grid:
-    """``knob`` over ``values``, crossed with the reactive path's utilization and tolerance:
-    the grid of every policy that adds a path to the HPA's own, so all are searched alike.
+    """``knob`` over ``values`` (least margin first), crossed with the reactive path's
+    utilization and tolerance, then the HPA's own rungs with ``knob`` at its least margin
+    (:func:`~forecaster.policies.reach.hpa_rungs`): the grid of every policy that adds a
+    path to the HPA's own, so all are searched alike.
 
     Examples
     --------
     >>> len(beside_reactive_path("margin", (1.0, 1.2)))
-    12
+    16
     >>> beside_reactive_path("margin", (1.0,))[0]
     {'margin': 1.0, 'target_utilization': 0.8, 'tolerance': 0.1}
+    >>> beside_reactive_path("margin", (1.0, 1.2))[-1]
+    {'margin': 1.0, 'target_utilization': 0.1, 'tolerance': 0.1}
     """
-    return tuple(
+    fine = tuple(
         {knob: v, "target_utilization": u, "tolerance": t}
         for v, u, t in itertools.product(values, REACTIVE_PATH_GRID, TOLERANCE_GRID)
     )
+    return fine + hpa_rungs({knob: values[0]})
 
 
 class ReactivePolicy:
@@ -108,7 +113,7 @@ class ReactivePolicy:
             {"target_utilization": u, "tolerance": t}
             for u, t in itertools.product(UTILIZATION_GRID, TOLERANCE_GRID)
         )
-        return fine + rungs(lambda u: {"target_utilization": u, "tolerance": BESIDE["tolerance"]})
+        return fine + hpa_rungs()
 
     def plan(self, obs: Observation) -> np.ndarray:
         """Replicas the HPA keeps at each simulation step."""

@@ -23,7 +23,12 @@ SPEC = WorkloadSpec(capacity_per_replica=10.0, cold_start=60, target_utilization
 
 def test_hybrid_grid_is_the_joint_product() -> None:
     grid = policy_class("hybrid").sweep_grid(SPEC)
-    joint = [p for p in grid if p["forecast_utilization"] == 1.0 and p["buffer_quantile"] == 0]
+    hpa = [p for p in grid if p["target_utilization"] in REACH]
+    joint = [
+        p
+        for p in grid
+        if p["forecast_utilization"] == 1.0 and p["buffer_quantile"] == 0 and p not in hpa
+    ]
     pairs = {(p["quantile"], p["target_utilization"], p["tolerance"]) for p in joint}
     assert len(joint) == len(pairs) == len(QUANTILE_GRID) * len(REACTIVE_PATH_GRID) * 2
     # the extra margin points sit past the top quantile, more conservative than any other:
@@ -33,7 +38,10 @@ def test_hybrid_grid_is_the_joint_product() -> None:
     buffered = [p for p in grid if p["buffer_quantile"] > 0]
     assert {p["quantile"] for p in tail + buffered + rungs} == {QUANTILE_GRID[-1]}
     assert len(tail) == len(TAIL_UTILIZATION) * len(REACTIVE_PATH_GRID) * 2
-    assert len(joint) + len(tail) + len(buffered) + len(rungs) == len(grid)
+    # and the HPA's own rungs, beside the forecast path at its least margin
+    assert {p["quantile"] for p in hpa} == {QUANTILE_GRID[0]}
+    assert len(hpa) == len(REACH)
+    assert len(joint) + len(tail) + len(buffered) + len(rungs) + len(hpa) == len(grid)
     assert {p["buffer_quantile"] for p in buffered} == set(TAIL_BUFFER)
     assert len(buffered) == len(TAIL_BUFFER) * len(REACTIVE_PATH_GRID) * 2
     assert {p["forecast_utilization"] for p in buffered} == {1.0}
@@ -135,11 +143,68 @@ def test_every_open_ended_grid_reaches_the_same_rungs(
         assert all(p["target_utilization"] == BESIDE["target_utilization"] for p in reached)
 
 
+# Every policy that adds a path beside the HPA's own, and the knob of that path at its
+# least margin.
+BESIDE_HPA = [
+    ("hybrid", "quantile", QUANTILE_GRID[0]),
+    ("seasonal-naive", "headroom", 0.7),
+    ("aws-predictive", "forecast_utilization", 1.0),
+    ("crane-dsp", "margin", 0.0),
+    ("buffered", "buffer_quantile", 0.5),
+    ("keda-cron", "quantile", 0.5),
+]
+
+
+@pytest.mark.parametrize(("name", "knob", "least"), BESIDE_HPA)
+def test_a_policy_beside_the_hpa_holds_every_rung_the_hpa_alone_has(
+    name: str, knob: str, least: float
+) -> None:
+    """Equal reach on both paths: the HPA's rungs, its added path at its least margin, so
+    it never costs more than the HPA for want of one."""
+    hpa = {
+        (p["target_utilization"], p["tolerance"])
+        for p in policy_class("reactive").sweep_grid(SPEC)
+        if p["target_utilization"] in REACH
+    }
+    grid = policy_class(name).sweep_grid(SPEC)
+    beside = [p for p in grid if p["target_utilization"] in REACH]
+    assert {(p["target_utilization"], p["tolerance"]) for p in beside} == hpa
+    assert len(beside) == len(REACH)
+    assert all(p[knob] == least for p in beside)
+    assert min(p[knob] for p in grid) == least or max(p[knob] for p in grid) == least
+
+
+def test_hybrid_at_the_hpas_rung_keeps_what_the_hpa_keeps_and_the_forecast_adds() -> None:
+    """At an HPA rung hybrid's plan is the reactive HPA's, and larger only where the
+    forecast asks for more."""
+    rung = next(
+        p for p in policy_class("hybrid").sweep_grid(SPEC) if p["target_utilization"] == 0.2
+    )
+    demand = np.array([20.0] * 30 + [60.0] * 30 + [20.0] * 30)
+    forecast = np.where(np.arange(90) < 60, 5.0, 400.0)[:, None, None]
+
+    def obs(values: np.ndarray) -> Observation:
+        quantiles = QuantileForecast(values, (2,), (QUANTILE_GRID[0],))
+        return Observation(demand, 60.0, 5, SPEC, forecast=quantiles)
+
+    reactive = make_policy("reactive", target_utilization=0.2, tolerance=rung["tolerance"])
+    alone = reactive.plan(obs(forecast))
+    hybrid = make_policy("hybrid", **rung).plan(obs(forecast))
+    assert (hybrid >= alone).all()
+    quiet = hybrid[: len(hybrid) // 2]
+    assert quiet.tolist() == alone[: len(hybrid) // 2].tolist()  # a low forecast adds nothing
+    assert hybrid.max() > alone.max()  # a forecast of 400 at utilization 1 does
+
+
 def test_waking_from_zero_tunes_the_activation_probability_at_the_same_budget() -> None:
     zero = dataclasses.replace(SPEC, min_replicas=0)
     grid = policy_class("hybrid").sweep_grid(zero)
     assert len(grid) == len(policy_class("hybrid").sweep_grid(SPEC))
     assert {p["activation_probability"] for p in grid} == set(ACTIVATION_GRID)
+    # the HPA's rungs keep their margin and wake on the least chance of demand
+    rungs = [p for p in grid if p["target_utilization"] in REACH]
+    assert len(rungs) == len(REACH)
+    assert {p["activation_probability"] for p in rungs} == {min(ACTIVATION_GRID)}
     assert {(p["quantile"], p["activation_probability"], p["tolerance"]) for p in grid} >= set(
         itertools.product(QUANTILE_GRID, ACTIVATION_GRID, TOLERANCE_GRID)
     )
