@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from forecaster.backtest.frontier import RECOMMENDED, compared, run_policy
 from forecaster.backtest.run import BacktestResult
 from forecaster.backtest.tuning import Deployed, rule_text
+from forecaster.policies import reach
 from prewarm import tables
 from prewarm.options import console
 from prewarm.spans import duration_text, span_text
@@ -174,6 +176,8 @@ def print_table(document: dict[str, Any]) -> None:
     tables.print_table(out, policy_table(document))
     tables.print_table(out, deployed_table(document))
     out.print(savings_line(document), markup=False, highlight=False, soft_wrap=True)
+    if (headroom := headroom_line(document)) is not None:
+        out.print(headroom, markup=False, highlight=False, soft_wrap=True)
 
 
 # Table columns: header, the policy row's value as text.
@@ -272,6 +276,33 @@ def savings_line(document: dict[str, Any]) -> str:
     return f"{RECOMMENDED} savings, deployed and out of sample: " + "; ".join(parts)
 
 
+# Hybrid's paths, and the setting that sizes each.
+PATHS = (("reactive path", "target_utilization"), ("forecast path", "forecast_utilization"))
+
+
+def headroom_line(document: dict[str, Any]) -> str | None:
+    """Where hybrid's tuned setting is a rung of reach: on that traffic warm headroom, not the
+    forecast, holds the SLO (``docs/which-case.md``); ``None`` elsewhere.
+
+    Examples
+    --------
+    >>> settings = {"quantile": 0.5, "forecast_utilization": 1.0, "target_utilization": 0.15}
+    >>> headroom_line({"deployed": {"policies": {"hybrid": {"settings": settings}}}})[:60]
+    "hybrid's tuned setting is a rung of reach: its reactive path"
+    """
+    hybrid = document["deployed"]["policies"].get(RECOMMENDED) or {}
+    settings = hybrid.get("settings") or {}
+    for path, key in PATHS:
+        u = settings.get(key)
+        if u is not None and any(math.isclose(u, rung) for rung in reach.REACH):
+            return (
+                f"{RECOMMENDED}'s tuned setting is a rung of reach: its {path} at utilization "
+                f"{u:g} keeps {1 / u:g}x what that path sizes for warm. On this traffic warm "
+                "headroom, not the forecast, holds the SLO; see docs/which-case.md"
+            )
+    return None
+
+
 def registered_line(registered: dict[str, Any]) -> str:
     """Hybrid at the registered (served) setting on the validation window, in one line."""
     settings = knob_text(registered["settings"])
@@ -323,6 +354,7 @@ def markdown(document: dict[str, Any]) -> str:
         "",
         savings_line(document) + ".",
         "",
+        *([headroom, ""] if (headroom := headroom_line(document)) is not None else []),
         f"![capacity]({CAPACITY_PNG})",
         "",
         f"![frontier]({FRONTIER_PNG})",

@@ -194,6 +194,31 @@ def test_piped_output_is_markdown_with_every_value_whole(fortnight: dict) -> Non
         assert text in cells, f"{text!r} is not printed whole"
 
 
+@pytest.mark.parametrize(
+    ("rung", "path"),
+    [
+        ({"target_utilization": 0.15}, "reactive path"),
+        ({"forecast_utilization": 0.25}, "forecast path"),
+    ],
+)
+def test_a_tuned_rung_of_reach_is_called_headroom_not_forecast(
+    fortnight: dict, rung: dict, path: str
+) -> None:
+    document = fortnight["document"]
+    # On two weeks of the smooth Google trace no tuned setting is a rung, and nothing says so.
+    assert backtest_report.headroom_line(document) is None
+    assert "rung of reach" not in fortnight["output"]
+    assert "rung of reach" not in backtest_report.markdown(document)
+    hybrid = document["deployed"]["policies"]["hybrid"]
+    at_rung = json.loads(json.dumps(document))
+    at_rung["deployed"]["policies"]["hybrid"]["settings"] = hybrid["settings"] | rung
+    line = backtest_report.headroom_line(at_rung)
+    assert line is not None
+    u = next(iter(rung.values()))
+    assert f"its {path} at utilization {u:g} keeps {1 / u:g}x" in line
+    assert line in backtest_report.markdown(at_rung)
+
+
 def test_llm_arrivals_at_10s_backtest_without_mase_or_a_week_of_history(tmp_path: Path) -> None:
     # 40 minutes of the Azure LLM conversation trace: one row per request.
     path = _head("azure_llm_conv_arrivals.csv", 13_000, tmp_path / "llm.csv")
