@@ -297,7 +297,7 @@ def headroom_line(document: dict[str, Any]) -> str | None:
         if u is not None and any(math.isclose(u, rung) for rung in reach.REACH):
             return (
                 f"{RECOMMENDED}'s tuned setting is a rung of reach: its {path} at utilization "
-                f"{u:g} keeps {1 / u:g}x what that path sizes for warm. On this traffic warm "
+                f"{u:g} keeps {1 / u:.3g}x what that path sizes for warm. On this traffic warm "
                 "headroom, not the forecast, holds the SLO; see docs/which-case.md"
             )
     return None

@@ -215,7 +215,7 @@ def test_a_tuned_rung_of_reach_is_called_headroom_not_forecast(
     line = backtest_report.headroom_line(at_rung)
     assert line is not None
     u = next(iter(rung.values()))
-    assert f"its {path} at utilization {u:g} keeps {1 / u:g}x" in line
+    assert f"its {path} at utilization {u:g} keeps {1 / u:.3g}x" in line
     assert line in backtest_report.markdown(at_rung)
 
 
