@@ -39,10 +39,15 @@ def daily(days: float, noise: float, seed: int = 0) -> np.ndarray:
     return 100 + 80 * np.sin(2 * np.pi * t / DAY) + rng.normal(0, noise, len(t))
 
 
+# prewarm's own tuned policies: a peer's budget of settings lies within theirs.
+OWN = ("static", "reactive", "seasonal-naive", "predictive", "buffered", "hybrid")
+
+
 @pytest.mark.parametrize("name", PEER_POLICIES)
 def test_each_peer_is_tuned_at_the_resolution_of_the_others(name: str) -> None:
     grid = policy_class(name).sweep_grid(SPEC)
-    assert 50 <= len(grid) <= 66
+    own = [len(policy_class(n).sweep_grid(SPEC)) for n in OWN]
+    assert min(own) <= len(grid) <= max(own), (len(grid), own)
     assert len({tuple(sorted(p.items())) for p in grid}) == len(grid)
     knob = policy_class(name).knob
     assert knob is not None and len({p[knob] for p in grid}) >= 10
