@@ -182,14 +182,11 @@ def test_hybrid_at_the_hpas_rung_keeps_what_the_hpa_keeps_and_the_forecast_adds(
     )
     demand = np.array([20.0] * 30 + [60.0] * 30 + [20.0] * 30)
     forecast = np.where(np.arange(90) < 60, 5.0, 400.0)[:, None, None]
-
-    def obs(values: np.ndarray) -> Observation:
-        quantiles = QuantileForecast(values, (2,), (QUANTILE_GRID[0],))
-        return Observation(demand, 60.0, 5, SPEC, forecast=quantiles)
-
+    quantiles = QuantileForecast(forecast, (2,), (QUANTILE_GRID[0],))
+    obs = Observation(demand, 60.0, 5, SPEC, forecast=quantiles)
     reactive = make_policy("reactive", target_utilization=0.2, tolerance=rung["tolerance"])
-    alone = reactive.plan(obs(forecast))
-    hybrid = make_policy("hybrid", **rung).plan(obs(forecast))
+    alone = reactive.plan(obs)
+    hybrid = make_policy("hybrid", **rung).plan(obs)
     assert (hybrid >= alone).all()
     quiet = hybrid[: len(hybrid) // 2]
     assert quiet.tolist() == alone[: len(hybrid) // 2].tolist()  # a low forecast adds nothing
