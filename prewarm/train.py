@@ -139,14 +139,40 @@ def _tuned(config: Any, config_path: Path, client: Client | None, progress: Any)
     )
     tuned = tuned_policies(kept, documents)
     for name, policy in tuned.items():
-        hybrid = documents[name]["deployed"]["policies"]["hybrid"]
-        logging.getLogger("prewarm.train").info(
-            "workload %s: tuned %s; out of sample %s the SLO (%.2e unserved)",
-            name,
-            policy.settings(),
-            "meets" if hybrid["meets_slo"] else "misses",
-            hybrid["unserved_fraction"],
-            extra={"workload": name, "settings": policy.settings()},
-        )
+        _log_tuned(name, policy.settings(), documents[name])
     # A skipped workload keeps the file's policy: the training run skips it again.
     return {**config.policies, **tuned}
+
+
+def _log_tuned(name: str, settings: dict[str, float], document: dict[str, Any]) -> None:
+    """What ``--tune`` registers for a workload and what it bought out of sample, against
+    the tuned reactive HPA too: a warning where the HPA alone was cheaper, since the
+    registered policy is served as it is."""
+    from prewarm import backtest_report
+
+    log = logging.getLogger("prewarm.train")
+    deployed = document["deployed"]
+    hybrid = deployed["policies"]["hybrid"]
+    extra = {"workload": name, "settings": settings}
+    log.info(
+        "workload %s: tuned %s; out of sample %s the SLO (%.2e unserved); %s",
+        name,
+        settings,
+        "meets" if hybrid["meets_slo"] else "misses",
+        hybrid["unserved_fraction"],
+        backtest_report.savings_line(document),
+        extra=extra,
+    )
+    headroom = backtest_report.headroom_line(document)
+    if headroom is not None:
+        log.info("workload %s: %s", name, headroom, extra=extra)
+    saving = deployed["savings"].get("vs_reactive")
+    if saving is not None and saving < 0:
+        log.warning(
+            "workload %s: the tuned hybrid costs %.1f%% more than the tuned reactive HPA out "
+            "of sample, at the same SLO; it is registered as asked, but on this history the "
+            "HPA alone is cheaper (docs/which-case.md)",
+            name,
+            -100 * saving,
+            extra=extra,
+        )

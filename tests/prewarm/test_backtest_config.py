@@ -67,6 +67,10 @@ def test_scores_what_it_would_register_then_what_is_registered(config: Path, tmp
     trained = CliRunner().invoke(cli, ["train", "--config", str(config), "--tune", "--no-progress"])
     assert trained.exit_code == 0, trained.output
     tuned = {"cpu": load_config(config).policies["cpu"].tuned(**hybrid["settings"])}
+    # its log says what the registered setting bought out of sample, the HPA's cost beside
+    saving = deployed["savings"]["vs_reactive"]
+    assert f"{saving:+.1%} vs reactive" in trained.output
+    assert ("more than the tuned reactive HPA" in trained.output) == (saving < 0)
 
     second = backtest(config, tmp_path / "after.json")
     assert second.exit_code == 0, second.output
