@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from mlflow.tracking import MlflowClient
 
 from prewarm.cli import cli
 from training.config import load_config
@@ -71,6 +72,18 @@ def test_scores_what_it_would_register_then_what_is_registered(config: Path, tmp
     saving = deployed["savings"]["vs_reactive"]
     assert f"{saving:+.1%} vs reactive" in trained.output
     assert ("more than the tuned reactive HPA" in trained.output) == (saving < 0)
+    # and the training run keeps those verdicts for the MLflow UI
+    store = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = store.get_run(store.get_model_version("cfg", "1").run_id)
+    kept = json.loads(Path(store.download_artifacts(run.info.run_id, "tuning/deployed.json",
+                                                    str(tmp_path))).read_text())  # fmt: skip
+    assert kept["cpu"]["policies"]["hybrid"]["settings"] == hybrid["settings"]
+    assert run.data.metrics["tuning.workloads"] == 1
+    assert run.data.metrics["tuning.meets_slo"] == float(hybrid["meets_slo"])
+    assert run.data.metrics["tuning.vs_reactive"] == pytest.approx(saving)
+    assert run.data.metrics["tuning.dearer_than_reactive"] == float(saving < 0)
+    dearer = run.data.tags.get("prewarm.tuning.dearer_than_reactive")
+    assert dearer == ("cpu" if saving < 0 else None)
 
     second = backtest(config, tmp_path / "after.json")
     assert second.exit_code == 0, second.output

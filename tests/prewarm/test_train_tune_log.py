@@ -1,17 +1,20 @@
-"""What ``prewarm train --tune`` logs per workload: the setting it registers, what that bought
-out of sample against every baseline, and a warning where the tuned reactive HPA alone was
-cheaper, since the registered policy is what ``prewarm serve`` publishes."""
+"""What ``prewarm train --tune`` logs and keeps on the run per workload: the setting it
+registers, what it bought out of sample against every baseline, and a warning where the tuned
+reactive HPA alone was cheaper, since the registered policy is what ``prewarm serve``
+publishes."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from forecaster.backtest.frontier import compared
-from prewarm.train import _log_tuned
+from prewarm.train import _log_tuned, _record_tuning
 
 pytestmark = pytest.mark.usefixtures("isolated_logging")
 
@@ -80,3 +83,33 @@ def test_a_rung_of_reach_is_named(records: list[logging.LogRecord]) -> None:
     assert "+0.0% vs reactive" in info.getMessage()
     assert "its reactive path at utilization 0.15" in headroom.getMessage()
     assert all(record.levelno == logging.INFO for record in records)
+
+
+def test_a_fleets_verdicts_are_kept_on_the_run_with_a_bounded_tag(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    run = client.create_run(client.create_experiment("tune", str(tmp_path / "artifacts")))
+    # 120 workloads where hybrid costs 1,100 against the HPA's 1,000, one where it saves
+    # 20%, and one whose reactive HPA missed the SLO (no saving to count)
+    documents = {f"w{k:03d}": document(1_100.0, 1_000.0, SETTINGS) for k in range(120)}
+    documents["saver"] = document(800.0, 1_000.0, SETTINGS)
+    missed = document(900.0, 1_000.0, SETTINGS)
+    missed["deployed"]["policies"]["reactive"]["meets_slo"] = False
+    missed["deployed"]["savings"]["vs_reactive"] = None
+    documents["missed"] = missed
+    _record_tuning(uri, run.info.run_id, documents)
+
+    kept = client.get_run(run.info.run_id)
+    metrics = kept.data.metrics
+    assert metrics["tuning.workloads"] == 122
+    assert metrics["tuning.meets_slo"] == 122
+    assert metrics["tuning.dearer_than_reactive"] == 120
+    # 121 comparable workloads: 1 - (120 x 1,100 + 800) / (121 x 1,000)
+    assert metrics["tuning.vs_reactive"] == pytest.approx(1 - 132_800 / 121_000)
+    tag = kept.data.tags["prewarm.tuning.dearer_than_reactive"]
+    assert tag.startswith("w000, w001") and tag.endswith("w099, ...")
+    assert "saver" not in tag and "missed" not in tag
+    artifact = client.download_artifacts(run.info.run_id, "tuning/deployed.json", str(tmp_path))
+    assert len(json.loads(Path(artifact).read_text())) == 122
