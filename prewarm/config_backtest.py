@@ -111,6 +111,48 @@ def tuned_policies(
     }
 
 
+def record_tuning(uri: str, run_id: str, documents: Mapping[str, dict[str, Any]]) -> None:
+    """``--tune``'s out-of-sample verdicts on the training run, for the MLflow UI: every
+    workload's deployed section as ``tuning/deployed.json``, how many tuned settings meet the
+    SLO and cost more than the tuned reactive HPA, hybrid's total cost over the reactive HPA's
+    where both meet it, and a tag naming the workloads where the HPA alone was cheaper."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from training.documents import finite
+    from training.exceptions import TrackingError
+    from training.pipeline import MODEL_TAGS, TAG_CHARS
+
+    deployed = {name: document["deployed"] for name, document in sorted(documents.items())}
+    both = {
+        name: (d["policies"]["hybrid"]["cost"], d["policies"]["reactive"]["cost"])
+        for name, d in deployed.items()
+        if d["savings"].get("vs_reactive") is not None
+    }
+    dearer = [name for name, (hybrid, reactive) in both.items() if hybrid > reactive]
+    metrics = {
+        "tuning.workloads": float(len(deployed)),
+        "tuning.meets_slo": float(
+            sum(d["policies"]["hybrid"]["meets_slo"] for d in deployed.values())
+        ),
+        "tuning.dearer_than_reactive": float(len(dearer)),
+    }
+    reactive_total = sum(reactive for _, reactive in both.values())
+    if reactive_total > 0:
+        metrics["tuning.vs_reactive"] = 1 - sum(h for h, _ in both.values()) / reactive_total
+    client = MlflowClient(uri)
+    try:
+        client.log_dict(run_id, finite(deployed), "tuning/deployed.json")
+        for key, value in metrics.items():
+            client.log_metric(run_id, key, value)
+        if dearer:
+            # bounded like the served-model tags: the artifact names every workload
+            named = ", ".join(dearer[:MODEL_TAGS]) + (", ..." if len(dearer) > MODEL_TAGS else "")
+            client.set_tag(run_id, "prewarm.tuning.dearer_than_reactive", named[:TAG_CHARS])
+    except MlflowException as exc:
+        raise TrackingError(f"MLflow refused the tuning record of run {run_id}: {exc}") from exc
+
+
 def by_tier(documents: Mapping[str, dict[str, Any]]) -> dict[int, dict[str, dict[str, Any]]]:
     """The backtest documents grouped by their workload's tier, tier 1 first, each group in
     the config's order."""

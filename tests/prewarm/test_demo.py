@@ -106,6 +106,27 @@ def test_local_store_has_one_run_and_a_champion(demo_run):
     assert str(client.get_model_version_by_alias("prewarm-demo", "champion").version) == "1"
 
 
+def test_the_run_keeps_the_tuning_verdicts_the_demo_printed(demo_run, tmp_path):
+    from mlflow import MlflowClient
+
+    report, uri, _ = demo_run
+    client = MlflowClient(tracking_uri=uri)
+    run = client.get_run(client.get_model_version("prewarm-demo", "1").run_id)
+    summary = json.loads((report / "summary.json").read_text())["workloads"]
+    kept = json.loads(
+        Path(
+            client.download_artifacts(run.info.run_id, "tuning/deployed.json", str(tmp_path))
+        ).read_text()
+    )
+    assert sorted(kept) == sorted(summary)
+    for name, numbers in summary.items():
+        assert kept[name]["policies"]["hybrid"]["settings"] == numbers["served_settings"]
+        assert kept[name]["savings"] == numbers["savings"]
+    dearer = [n for n, numbers in summary.items() if (numbers["savings"]["vs_reactive"] or 0) < 0]
+    assert run.data.metrics["tuning.workloads"] == len(summary)
+    assert run.data.metrics["tuning.dearer_than_reactive"] == len(dearer)
+
+
 def test_report_files_and_consistent_numbers(demo_run):
     report, _, _ = demo_run
     summary = json.loads((report / "summary.json").read_text())

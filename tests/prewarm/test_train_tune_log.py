@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from forecaster.backtest.frontier import compared
-from prewarm.train import _log_tuned, _record_tuning
+from prewarm.config_backtest import record_tuning
+from prewarm.train import _log_tuned
 
 pytestmark = pytest.mark.usefixtures("isolated_logging")
 
@@ -99,7 +100,7 @@ def test_a_fleets_verdicts_are_kept_on_the_run_with_a_bounded_tag(tmp_path: Path
     missed["deployed"]["policies"]["reactive"]["meets_slo"] = False
     missed["deployed"]["savings"]["vs_reactive"] = None
     documents["missed"] = missed
-    _record_tuning(uri, run.info.run_id, documents)
+    record_tuning(uri, run.info.run_id, documents)
 
     kept = client.get_run(run.info.run_id)
     metrics = kept.data.metrics
