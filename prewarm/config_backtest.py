@@ -25,7 +25,7 @@ from prewarm.options import console
 from prewarm.spans import duration_text
 from training.compute import map_calls
 from training.config import TrainConfig, with_current_hpa
-from training.pipeline import model_params
+from training.pipeline import MODEL_TAGS, TAG_CHARS, Outcome, TrainResult, model_params
 from training.sources import FetchedHistory
 
 if TYPE_CHECKING:
@@ -111,25 +111,24 @@ def tuned_policies(
     }
 
 
-def record_tuning(uri: str, run_id: str, documents: Mapping[str, dict[str, Any]]) -> None:
-    """``--tune``'s out-of-sample verdicts on the training run, for the MLflow UI: every
-    workload's deployed section as ``tuning/deployed.json``, how many tuned settings meet the
-    SLO and cost more than the tuned reactive HPA, hybrid's total cost over the reactive HPA's
-    where both meet it, and a tag naming the workloads where the HPA alone was cheaper."""
+def record_tuning(uri: str, trained: TrainResult, documents: Mapping[str, dict[str, Any]]) -> None:
+    """``--tune``'s out-of-sample verdicts on the run ``trained`` logged, for the MLflow UI:
+    every workload's deployed section as ``tuning/deployed.json``, how many tuned settings
+    meet the SLO and cost more than the tuned reactive HPA, hybrid's total cost over the
+    reactive HPA's where both meet it, and a tag naming the workloads where the HPA alone was
+    cheaper. Nothing when training logged no new run (the same data and configuration)."""
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     from training.documents import finite
     from training.exceptions import TrackingError
-    from training.pipeline import MODEL_TAGS, TAG_CHARS
 
+    if trained.run_id is None or trained.outcome is Outcome.UNCHANGED:
+        return
     deployed = {name: document["deployed"] for name, document in sorted(documents.items())}
-    both = {
-        name: (d["policies"]["hybrid"]["cost"], d["policies"]["reactive"]["cost"])
-        for name, d in deployed.items()
-        if d["savings"].get("vs_reactive") is not None
-    }
-    dearer = [name for name, (hybrid, reactive) in both.items() if hybrid > reactive]
+    # where both sides held the SLO on validation, as hybrid's savings are computed
+    both = {n: d for n, d in deployed.items() if d["savings"].get("vs_reactive") is not None}
+    dearer = [name for name, d in both.items() if d["savings"]["vs_reactive"] < 0]
     metrics = {
         "tuning.workloads": float(len(deployed)),
         "tuning.meets_slo": float(
@@ -137,10 +136,12 @@ def record_tuning(uri: str, run_id: str, documents: Mapping[str, dict[str, Any]]
         ),
         "tuning.dearer_than_reactive": float(len(dearer)),
     }
-    reactive_total = sum(reactive for _, reactive in both.values())
-    if reactive_total > 0:
-        metrics["tuning.vs_reactive"] = 1 - sum(h for h, _ in both.values()) / reactive_total
+    if both:
+        hybrid = sum(d["policies"]["hybrid"]["cost"] for d in both.values())
+        reactive = sum(d["policies"]["reactive"]["cost"] for d in both.values())
+        metrics["tuning.vs_reactive"] = 1 - hybrid / reactive
     client = MlflowClient(uri)
+    run_id = trained.run_id
     try:
         client.log_dict(run_id, finite(deployed), "tuning/deployed.json")
         for key, value in metrics.items():

@@ -63,7 +63,7 @@ def run_demo(
     from prewarm.config_backtest import backtest_workloads, record_tuning, tuned_policies
     from training.config import load_config
     from training.documents import dumps
-    from training.pipeline import Outcome, pull_history, run_training
+    from training.pipeline import pull_history, run_training
     from training.settings import resolve_tracking_uri
     from training.sources import make_source
 
@@ -79,8 +79,7 @@ def run_demo(
         trained = run_training(
             config, tracking_uri=uri, progress=progress, source=source, policies=served
         )
-        if trained.run_id is not None and trained.outcome is not Outcome.UNCHANGED:
-            record_tuning(uri, trained.run_id, documents)
+        record_tuning(uri, trained, documents)
     finally:
         source.close()
     summary = {

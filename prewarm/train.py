@@ -110,9 +110,9 @@ def train(
                 policies=policies,
                 compute=client,
             )
-            if backtests and result.run_id is not None and result.outcome is not Outcome.UNCHANGED:
+            if backtests:
                 uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
-                record_tuning(uri, result.run_id, backtests)
+                record_tuning(uri, result, backtests)
     except PrewarmError as exc:
         code = exit_code(exc)
         if code is ExitCode.CONFIG:

@@ -16,6 +16,7 @@ import pytest
 from forecaster.backtest.frontier import compared
 from prewarm.config_backtest import record_tuning
 from prewarm.train import _log_tuned
+from training.pipeline import Outcome, TrainResult
 
 pytestmark = pytest.mark.usefixtures("isolated_logging")
 
@@ -100,7 +101,7 @@ def test_a_fleets_verdicts_are_kept_on_the_run_with_a_bounded_tag(tmp_path: Path
     missed["deployed"]["policies"]["reactive"]["meets_slo"] = False
     missed["deployed"]["savings"]["vs_reactive"] = None
     documents["missed"] = missed
-    record_tuning(uri, run.info.run_id, documents)
+    record_tuning(uri, trained(run.info.run_id, Outcome.REGISTERED), documents)
 
     kept = client.get_run(run.info.run_id)
     metrics = kept.data.metrics
@@ -114,3 +115,23 @@ def test_a_fleets_verdicts_are_kept_on_the_run_with_a_bounded_tag(tmp_path: Path
     assert "saver" not in tag and "missed" not in tag
     artifact = client.download_artifacts(run.info.run_id, "tuning/deployed.json", str(tmp_path))
     assert len(json.loads(Path(artifact).read_text())) == 122
+
+
+def test_nothing_is_recorded_when_training_logged_no_new_run(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    run = client.create_run(client.create_experiment("tune", str(tmp_path / "artifacts")))
+    # the same data and configuration: the existing version's run is not written to again
+    documents = {"chat": document(1_100.0, 1_000.0, SETTINGS)}
+    record_tuning(uri, trained(run.info.run_id, Outcome.UNCHANGED), documents)
+    kept = client.get_run(run.info.run_id)
+    assert "tuning.workloads" not in kept.data.metrics
+    assert "prewarm.tuning.dearer_than_reactive" not in kept.data.tags
+    assert client.list_artifacts(run.info.run_id) == []
+
+
+def trained(run_id: str, outcome: Outcome) -> TrainResult:
+    """What ``run_training`` returns, as far as the tuning record reads it."""
+    return TrainResult(outcome, "tune", "1", run_id, None, None, None, "data", "message")
