@@ -20,7 +20,12 @@ FAST = {
     "lightgbm": {"n_estimators": 25},
     "hist-gbm": {"n_estimators": 25},
     "lightgbm-window-hourly": {"n_estimators": 25},
-    "combination": {"candidate_params": {"lightgbm": {"n_estimators": 25}}},
+    "combination": {
+        "candidate_params": {
+            "lightgbm-window": {"n_estimators": 25},
+            "lightgbm-window-hourly": {"n_estimators": 25},
+        }
+    },
     "auto": {
         "candidate_params": {
             "lightgbm": {"n_estimators": 25},
