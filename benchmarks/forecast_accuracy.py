@@ -191,8 +191,8 @@ NOTES = (
     "that serves the hour's phase to a workload when its validation window says so. A user "
     "opts into either by naming it; the default model keeps its features because the "
     "plan does not follow the lower loss: with them the savings backtest's tuned hybrid costs "
-    "3.1% more on twitter and 9.5% less on office-hours, and holds the viral launch's SLO on 4 "
-    "of 12 model seeds against 5 (`benchmarks/results/backtest_savings_hourly.md`, "
+    "9.5% less on office-hours and within 0.3% elsewhere, misses the viral launch's SLO, and "
+    "holds it on 4 of 12 model seeds against 5 (`benchmarks/results/backtest_savings_hourly.md`, "
     "`model_seed_viral_launch_hourly.md`).",
     "Window columns: every contender forecasts each horizon of [t + {horizon_min} min, t + "
     "{window_end_min} min] (the lead plus a {hold_min}-minute hold; 2..4 cells of 5-minute data, "
