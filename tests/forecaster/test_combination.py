@@ -149,6 +149,13 @@ def test_a_combination_without_a_window_candidate_has_no_window() -> None:
     assert model.window_span is None and model.predict_window(daily(4, 0, "s")) is None
 
 
+def test_the_default_candidates_forecast_the_window_the_plan_sizes_for() -> None:
+    # the registered default weighs window models, so a plan on it sizes for the window's
+    # maximum, not the largest of the per-horizon quantiles
+    model = make_model("combination", horizons=HORIZONS, quantiles=QUANTILES)
+    assert model.window_span == (min(HORIZONS), max(HORIZONS))
+
+
 def test_weights_are_learned_out_of_sample_and_read_nothing_after_the_cut() -> None:
     # The noise doubles in the last day: error bands fitted on it differ from those before it.
     frame = daily(days=6, seed=2, series="s", noise=2.0)
