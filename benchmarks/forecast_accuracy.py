@@ -38,6 +38,8 @@ The registered models include ``lightgbm-window-hourly``, the default model with
 phase among its features (the minute of the hour, the demand one hour before the target);
 beside ``auto`` runs :data:`AUTO_HOURLY`, ``auto`` with that model among its candidates: the
 hour's phase chosen per workload on its validation window, the way a user would serve it.
+Beside the default model runs :data:`SHORT_WINDOWS`, the same with trailing windows from 10
+minutes (:data:`SHORT_WINDOW_FEATURES`), as a user declares them in ``model.features``.
 
 ``--eval-days D`` scores the last D days instead of 7 (and writes
 ``forecast_accuracy_<D>days``): a longer span narrows the lead's interval, at the cost of a
@@ -125,6 +127,11 @@ HOURLY_MODEL = "lightgbm-window-hourly"
 # `auto` with HOURLY_MODEL among its candidates: it serves the hour's phase to the workloads
 # whose validation window says so. One configuration for every trace, not a pick per trace.
 AUTO_HOURLY = "auto hourly"
+# The default model with trailing windows from 10 minutes (2 cells of 5-minute data) beside
+# its 30 minutes, 2 and 12 hours: the recent level and spread a 10-minute forecast moves with.
+# A declared configuration (`model.features`), not the default: the plan has not priced it.
+SHORT_WINDOWS = "lightgbm-window short windows"
+SHORT_WINDOW_FEATURES = FeatureConfig(windows=("10m", "15m", "30m", "1h", "2h", "12h"))
 # The yardstick that reads the demand around its target (benchmarks/hindsight.py): neither
 # prewarm's nor a peer, never a rival and never bold.
 HINDSIGHT = "hindsight"
@@ -194,6 +201,12 @@ NOTES = (
     "9.5% less on office-hours and within 0.3% elsewhere, misses the viral launch's SLO, and "
     "holds it on 4 of 12 model seeds against 5 (`benchmarks/results/backtest_savings_hourly.md`, "
     "`model_seed_viral_launch_hourly.md`).",
+    f"`{SHORT_WINDOWS}` is `{DEFAULT_MODEL}` with the trailing windows "
+    f"{', '.join(SHORT_WINDOW_FEATURES.windows)} (the default: "
+    f"{', '.join(FeatureConfig().windows)}), as a user declares them "
+    "(`model.features: {{windows: [...]}}`); a window under two cells is dropped, so on the "
+    "30-minute nyc_taxi trace it adds 1h alone. A configuration, not the default: a feature "
+    "change waits for the savings backtest's word (`docs/training.md`).",
     "Window columns: every contender forecasts each horizon of [t + {horizon_min} min, t + "
     "{window_end_min} min] (the lead plus a {hold_min}-minute hold; 2..4 cells of 5-minute data, "
     f"1..2 of 30-minute data; a {SHORT.hold_seconds} s hold on {SHORT.name}) on the same folds. "
@@ -276,6 +289,13 @@ def auto_hourly(names: Sequence[str]) -> dict[str, tuple[str, Factory]]:
         return {}
     candidates = (*make_model("auto").get_params()["candidates"], HOURLY_MODEL)
     return {AUTO_HOURLY: ("prewarm", with_params("auto", candidates=candidates))}
+
+
+def short_windows(names: Sequence[str]) -> dict[str, tuple[str, Factory]]:
+    """The :data:`SHORT_WINDOWS` contender, when the default model is among ``names``."""
+    if DEFAULT_MODEL not in names:
+        return {}
+    return {SHORT_WINDOWS: ("prewarm", with_features(DEFAULT_MODEL, SHORT_WINDOW_FEATURES))}
 
 
 def results_stem(n_seeds: int, eval_days: float | None = None, *, subset: bool = False) -> str:
@@ -959,6 +979,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         **{n: ("prewarm", make_model) for n in models},
         **{n: ("peer", make_peer) for n in _names(args.peers, list(PEERS), "peers")},
         **auto_hourly(models),
+        **short_windows(models),
         **averaged(models, args.n_seeds),
         HINDSIGHT: (HINDSIGHT, lambda _name, **params: Hindsight(**params)),
     }

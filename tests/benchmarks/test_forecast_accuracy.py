@@ -16,6 +16,8 @@ from benchmarks.forecast_accuracy import (
     HINDSIGHT,
     HOURLY_MODEL,
     SHORT,
+    SHORT_WINDOW_FEATURES,
+    SHORT_WINDOWS,
     TRACES,
     auto_hourly,
     averaged,
@@ -28,10 +30,13 @@ from benchmarks.forecast_accuracy import (
     lead_markdown,
     main,
     results_stem,
+    short_windows,
     table_rows,
 )
 from benchmarks.peers import PEERS
-from forecaster.models import DEFAULT_MODEL, MODELS
+from forecaster.duration import parse_duration
+from forecaster.features import FeatureConfig
+from forecaster.models import DEFAULT_MODEL, MODELS, make_model
 from forecaster.models.combination import SELECT_CANDIDATES
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -110,7 +115,11 @@ def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> 
     assert (dataset["horizon_cells"], dataset["horizon_seconds"]) == (1, 1800)
     assert dataset["window_cells"] == [1, 2]  # 10 minutes ahead plus a 10-minute hold
     assert dataset["evaluation"]["origins"] == 48
-    assert set(dataset["models"]) == set(MODELS) | set(PEERS) | {HINDSIGHT, AUTO_HOURLY}
+    assert set(dataset["models"]) == set(MODELS) | set(PEERS) | {
+        HINDSIGHT,
+        AUTO_HOURLY,
+        SHORT_WINDOWS,
+    }
     for name, entry in dataset["models"].items():
         assert "error" not in entry, f"{name}: {entry.get('error')}"
         assert entry["scored"] == 48, name
@@ -202,6 +211,24 @@ def test_auto_with_the_hours_phase_runs_only_beside_auto() -> None:
     model = factory(name, horizons=(1, 2), quantiles=(0.5, 0.9))
     assert (model.method, model.candidates) == ("select", (*SELECT_CANDIDATES, HOURLY_MODEL))
     assert HOURLY_MODEL in MODELS
+
+
+def test_the_short_windows_run_only_beside_the_default_model() -> None:
+    assert short_windows(["ewma", "auto"]) == {}
+    (name, (kind, factory)), *rest = short_windows(["ewma", DEFAULT_MODEL]).items()
+    assert (name, kind, rest) == (SHORT_WINDOWS, "prewarm", [])
+    params = {"horizons": (1, 2), "quantiles": (0.5, 0.9)}
+    model = factory(name, **params)
+    assert model.features == SHORT_WINDOW_FEATURES
+    assert (
+        model.get_params()
+        == make_model(DEFAULT_MODEL, **params)
+        .set_params(features=SHORT_WINDOW_FEATURES)
+        .get_params()
+    )
+    # the default's windows and shorter ones: the level and spread of the last 10 minutes
+    assert set(FeatureConfig().windows) < set(SHORT_WINDOW_FEATURES.windows)
+    assert min(parse_duration(w) for w in SHORT_WINDOW_FEATURES.windows) == 600
 
 
 def test_no_averaged_twin_below_two_boosters() -> None:
