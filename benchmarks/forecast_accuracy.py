@@ -129,7 +129,8 @@ HOURLY_MODEL = "lightgbm-window-hourly"
 AUTO_HOURLY = "auto hourly"
 # The default model with trailing windows from 10 minutes (2 cells of 5-minute data) beside
 # its 30 minutes, 2 and 12 hours: the recent level and spread a 10-minute forecast moves with.
-# A declared configuration (`model.features`), not the default: the plan has not priced it.
+# A declared configuration (`model.features`), not the default: with it the savings backtest's
+# hybrid misses the viral launch's SLO (benchmarks/results/backtest_savings_short_windows.md).
 SHORT_WINDOWS = "lightgbm-window short windows"
 SHORT_WINDOW_FEATURES = FeatureConfig(windows=("10m", "15m", "30m", "1h", "2h", "12h"))
 # The yardstick that reads the demand around its target (benchmarks/hindsight.py): neither
