@@ -25,6 +25,7 @@ from forecaster.exceptions import (
 
 _SHOWN = 5  # offending rows echoed in an error message
 _LAST_SECOND = pd.Timestamp.max.timestamp() - 1  # Unix seconds pandas can hold
+_CLOCK_WORDS = ("now", "today")
 # Longest gap, in cells, interpolated rather than left missing.
 DEFAULT_MAX_FILL = 3
 MAX_VALUE = 1e12
@@ -35,6 +36,9 @@ parsing mistake, and left in it would size a simulated cluster by it.
 """
 MAX_GRID_CELLS = 5_000_000
 """Most grid cells one series may span after :func:`regularize` (ten years at 1 minute)."""
+FILE_LINE = "line"
+"""Name of the index of a frame whose labels are the line numbers of the file it was read
+from: errors then name those lines, the ones a user opens the file at, instead of rows."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,8 @@ def _rows(index: pd.Index, values: pd.Series | None = None) -> str:
     else:
         text = ", ".join(f"{_label(i)}: {shown(_plain(values.loc[i]), 40)}" for i in rows)
     more = f" and {len(index) - _SHOWN} more" if len(index) > _SHOWN else ""
-    return f"rows {text}{more}"
+    noun = "line" if index.name == FILE_LINE else "row"
+    return f"{noun}{'s' if len(index) > 1 else ''} {text}{more}"
 
 
 def _label(row: object) -> str:
@@ -90,6 +95,8 @@ def parse_timestamps(values: pd.Series, *, column: str) -> pd.Series:
         parsed = pd.to_datetime(seconds, unit="s", utc=True, errors="coerce")
     else:
         parsed = pd.to_datetime(values, utc=True, format="ISO8601", errors="coerce")
+        # pandas reads these two words as the wall clock's time: no row's time is that.
+        parsed = parsed.mask(values.isin(_CLOCK_WORDS))
     bad = parsed.isna() & values.notna() | values.isna()
     if bad.any():
         raise DataValidationError(

@@ -26,7 +26,7 @@ def frame(values, times=None, series="a"):
         pytest.param(
             frame([1.0, 2.0], ["2026-01-01 00:00", "yesterday"]),
             DataValidationError,
-            r"unparseable timestamps .* rows 1: 'yesterday'",
+            r"unparseable timestamps .* row 1: 'yesterday'",
             id="unparseable-timestamp",
         ),
         pytest.param(
@@ -36,19 +36,25 @@ def frame(values, times=None, series="a"):
             id="duplicate-timestamp",
         ),
         pytest.param(
+            frame([1.0, 2.0], ["2026-01-01 00:00", "now"]),
+            DataValidationError,
+            r"unparseable timestamps .* row 1: 'now'",
+            id="clock-word-is-not-a-time",
+        ),
+        pytest.param(
             frame([1.0, "many"]),
             DataValidationError,
-            r"non-numeric values at rows 1: 'many'",
+            r"non-numeric values at row 1: 'many'",
             id="non-numeric",
         ),
-        pytest.param(frame([1.0, np.nan]), DataValidationError, r"NaN at rows 1", id="nan"),
+        pytest.param(frame([1.0, np.nan]), DataValidationError, r"NaN at row 1", id="nan"),
         pytest.param(
-            frame([1.0, np.inf]), DataValidationError, r"infinite values at rows 1: inf", id="inf"
+            frame([1.0, np.inf]), DataValidationError, r"infinite values at row 1: inf", id="inf"
         ),
         pytest.param(
             frame([1.0, -3.0]),
             DataValidationError,
-            r"negative demand at rows 1: -3.0",
+            r"negative demand at row 1: -3.0",
             id="negative",
         ),
         pytest.param(

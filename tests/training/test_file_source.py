@@ -109,7 +109,7 @@ def test_unix_seconds_parquet_and_long_files(tmp_path):
             "neg.csv",
             {},
             DataValidationError,
-            r"negative demand at rows 1: -2.0",
+            r"negative demand at line 3: -2.0",
             id="negative",
         ),
     ],
@@ -120,3 +120,54 @@ def test_file_errors_are_clear(tmp_path, content, name, kwargs, error, match):
         path.write_text(content)
     with pytest.raises(error, match=match):
         read_series(path, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        pytest.param("timestamp,value\n0,1\n60,x\n", r"at line 3: 'x'", id="line-after-header"),
+        pytest.param(
+            "timestamp,value\n0,1\n\n,\n60,2\n120,-1\n", r"at line 6: -1.0", id="empty-lines-count"
+        ),
+        pytest.param(
+            "timestamp,value\nyesterday,1\n2026-01-01T00:00:00Z,2\nnow,3\n",
+            r"timestamps .* at lines 2: 'yesterday', 4: 'now'",
+            id="several-lines",
+        ),
+    ],
+)
+def test_csv_errors_name_the_line_of_the_file(tmp_path, content, match):
+    path = tmp_path / "demand.csv"
+    path.write_text(content)
+    with pytest.raises(DataValidationError, match=match):
+        read_series(path)
+
+
+def test_csv_lines_without_fields_are_dropped_not_read_as_data(tmp_path):
+    path = tmp_path / "exported.csv"
+    path.write_text("timestamp,value\n0,1\n\n60,2\n,\n")
+    frame = read_series(path)
+    assert frame["value"].tolist() == [1.0, 2.0]
+
+
+def test_a_quoted_field_across_lines_keeps_row_numbers(tmp_path):
+    # The file's lines no longer match its rows, so the error may not name a line.
+    path = tmp_path / "long.csv"
+    path.write_text('series,timestamp,value\n"a\nb",0,1\n"a\nb",60,-1\n')
+    with pytest.raises(DataValidationError, match=r"at row 1: -1.0"):
+        read_series(path)
+
+
+def test_parquet_errors_name_rows(tmp_path):
+    path = tmp_path / "demand.parquet"
+    pd.DataFrame({"timestamp": [0, 60], "value": [1.0, -1.0]}).to_parquet(path)
+    with pytest.raises(DataValidationError, match=r"at row 1: -1.0"):
+        read_series(path)
+
+
+def test_lines_wider_than_the_header_are_refused_not_shifted(tmp_path):
+    # pandas would take the first field as an index and read the value as the timestamp.
+    path = tmp_path / "trailing.csv"
+    path.write_text("timestamp,value\n0,1,\n60,2,\n")
+    with pytest.raises(SourceError, match=r"1 more field\(s\) than its header's 2 names"):
+        read_series(path)

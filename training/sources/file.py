@@ -22,6 +22,7 @@ import pandas as pd
 
 from forecaster.exceptions import SHOWN_CHARS, DataValidationError, shown
 from forecaster.frame import (
+    FILE_LINE,
     Columns,
     check_grid,
     infer_step,
@@ -57,12 +58,40 @@ def read_table(path: str | Path) -> pd.DataFrame:
         if ".parquet" in suffixes or suffixes.endswith(".pq"):
             return pd.read_parquet(path)
         if ".csv" in suffixes or ".txt" in suffixes:
-            return pd.read_csv(path)
+            return _numbered_by_line(_csv(path))
     except (OSError, ValueError) as exc:
         raise SourceError(f"cannot read {str(path)!r}: {str(exc)[:SHOWN_CHARS]}") from exc
     raise SourceError(
         f"data file {str(path)!r} must be .csv or .parquet, got {suffixes or 'no suffix'!r}"
     )
+
+
+def _csv(path: Path) -> pd.DataFrame:
+    """The CSV at ``path``, its blank lines kept as empty rows for :func:`_numbered_by_line`."""
+    frame = pd.read_csv(path, skip_blank_lines=False)
+    if not isinstance(frame.index, pd.RangeIndex):
+        # pandas takes the extra leading fields of wider rows as an index and shifts every
+        # column by them: a silent misreading, so refuse it (a wider later line fails anyway).
+        raise SourceError(
+            f"cannot read {str(path)!r}: its lines have {frame.index.nlevels} more field(s) "
+            f"than its header's {len(frame.columns)} names, from line 2 on (a trailing "
+            "separator?); give every column a name in the header"
+        )
+    return frame
+
+
+def _numbered_by_line(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` labelled by the line of the file each row was read from (the header is line
+    1), so that errors name the line to look at; lines without a field (blank, or separators
+    alone, as spreadsheets export) are counted, then dropped.
+
+    A quoted field that spans lines breaks that count; such a frame keeps its row numbers.
+    """
+    text = frame.select_dtypes(include="object")
+    if any(text[c].str.contains("\n", regex=False).any() for c in text.columns):
+        return frame
+    frame.index = pd.RangeIndex(2, len(frame) + 2, name=FILE_LINE)
+    return frame.dropna(how="all")
 
 
 def _pick(names: tuple[str, ...], columns: list[str]) -> str | None:
