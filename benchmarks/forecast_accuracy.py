@@ -39,7 +39,8 @@ phase among its features (the minute of the hour, the demand one hour before the
 beside ``auto`` runs :data:`AUTO_HOURLY`, ``auto`` with that model among its candidates: the
 hour's phase chosen per workload on its validation window, the way a user would serve it.
 Beside the default model runs :data:`SHORT_WINDOWS`, the same with trailing windows from 10
-minutes (:data:`SHORT_WINDOW_FEATURES`), as a user declares them in ``model.features``.
+minutes (:data:`SHORT_WINDOW_FEATURES`), as a user declares them in ``model.features``, and
+beside ``combination`` :data:`COMBINATION_SHORT_WINDOWS`, the combination with them.
 
 ``--eval-days D`` scores the last D days instead of 7 (and writes
 ``forecast_accuracy_<D>days``): a longer span narrows the lead's interval, at the cost of a
@@ -131,6 +132,9 @@ AUTO_HOURLY = "auto hourly"
 # its 30 minutes, 2 and 12 hours: the recent level and spread a 10-minute forecast moves with.
 # A declared configuration (`model.features`), not the default (see its note in NOTES).
 SHORT_WINDOWS = "lightgbm-window short windows"
+# The same windows in the combination's boosting candidates: one configuration for every
+# trace, where the default model with them leads on one trace and the combination on others.
+COMBINATION_SHORT_WINDOWS = "combination short windows"
 SHORT_WINDOW_FEATURES = FeatureConfig(windows=("10m", "15m", "30m", "1h", "2h", "12h"))
 # The yardstick that reads the demand around its target (benchmarks/hindsight.py): neither
 # prewarm's nor a peer, never a rival and never bold.
@@ -294,10 +298,14 @@ def auto_hourly(names: Sequence[str]) -> dict[str, tuple[str, Factory]]:
 
 
 def short_windows(names: Sequence[str]) -> dict[str, tuple[str, Factory]]:
-    """The :data:`SHORT_WINDOWS` contender, when the default model is among ``names``."""
-    if DEFAULT_MODEL not in names:
-        return {}
-    return {SHORT_WINDOWS: ("prewarm", with_features(DEFAULT_MODEL, SHORT_WINDOW_FEATURES))}
+    """The :data:`SHORT_WINDOWS` contender when the default model is among ``names``, and
+    :data:`COMBINATION_SHORT_WINDOWS` when ``combination`` is."""
+    variants = {DEFAULT_MODEL: SHORT_WINDOWS, "combination": COMBINATION_SHORT_WINDOWS}
+    return {
+        variant: ("prewarm", with_features(model, SHORT_WINDOW_FEATURES))
+        for model, variant in variants.items()
+        if model in names
+    }
 
 
 def results_stem(n_seeds: int, eval_days: float | None = None, *, subset: bool = False) -> str:

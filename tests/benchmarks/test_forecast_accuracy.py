@@ -13,6 +13,7 @@ import pytest
 from benchmarks.forecast_accuracy import (
     AUTO_HOURLY,
     BASELINE_RIVALS,
+    COMBINATION_SHORT_WINDOWS,
     HINDSIGHT,
     HOURLY_MODEL,
     SHORT,
@@ -119,6 +120,7 @@ def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> 
         HINDSIGHT,
         AUTO_HOURLY,
         SHORT_WINDOWS,
+        COMBINATION_SHORT_WINDOWS,
     }
     for name, entry in dataset["models"].items():
         assert "error" not in entry, f"{name}: {entry.get('error')}"
@@ -213,7 +215,7 @@ def test_auto_with_the_hours_phase_runs_only_beside_auto() -> None:
     assert HOURLY_MODEL in MODELS
 
 
-def test_the_short_windows_run_only_beside_the_default_model() -> None:
+def test_the_short_windows_run_only_beside_the_default_model_and_the_combination() -> None:
     assert short_windows(["ewma", "auto"]) == {}
     (name, (kind, factory)), *rest = short_windows(["ewma", DEFAULT_MODEL]).items()
     assert (name, kind, rest) == (SHORT_WINDOWS, "prewarm", [])
@@ -227,6 +229,17 @@ def test_the_short_windows_run_only_beside_the_default_model() -> None:
     # the default's windows and shorter ones: the level and spread of the last 10 minutes
     assert set(FeatureConfig().windows) < set(SHORT_WINDOW_FEATURES.windows)
     assert min(parse_duration(w) for w in SHORT_WINDOW_FEATURES.windows) == 600
+
+
+def test_the_combination_with_short_windows_declares_them() -> None:
+    assert list(short_windows(["combination", DEFAULT_MODEL])) == [
+        SHORT_WINDOWS,
+        COMBINATION_SHORT_WINDOWS,
+    ]
+    (name, (kind, factory)), *rest = short_windows(["combination"]).items()
+    assert (name, kind, rest) == (COMBINATION_SHORT_WINDOWS, "prewarm", [])
+    model = factory(name, horizons=(1, 2), quantiles=(0.5, 0.9))
+    assert model.get_params()["features"] == SHORT_WINDOW_FEATURES
 
 
 def test_no_averaged_twin_below_two_boosters() -> None:
