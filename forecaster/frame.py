@@ -75,6 +75,23 @@ def _label(row: object) -> str:
     return text if len(text) <= 40 else shown(row, 40)
 
 
+def _from_unix_seconds(values: pd.Series) -> pd.Series:
+    """Unix seconds as UTC timestamps, ``NaT`` where missing or outside pandas' nanosecond
+    range (years 1677..2262), which are unparseable like any other bad value.
+
+    Whole seconds and nanoseconds are converted apart, in integers: pandas' own conversion of
+    float seconds raises on a floating-point overflow flag left by earlier work, on values it
+    never multiplies (seen on a frame indexed by file lines).
+    """
+    seconds = values.to_numpy(dtype=float, na_value=np.nan)
+    usable = np.abs(seconds) < _LAST_SECOND  # False for NaN
+    whole = np.floor(np.where(usable, seconds, 0.0))
+    nanos = np.round((np.where(usable, seconds, 0.0) - whole) * 1e9)
+    stamps = whole.astype(np.int64) * 10**9 + nanos.astype(np.int64)
+    parsed = pd.Series(pd.to_datetime(stamps, unit="ns", utc=True), index=values.index)
+    return parsed.where(usable)
+
+
 def parse_timestamps(values: pd.Series, *, column: str) -> pd.Series:
     """Parse ISO-8601 strings (naive means UTC) or Unix seconds into tz-aware UTC timestamps.
 
@@ -88,11 +105,7 @@ def parse_timestamps(values: pd.Series, *, column: str) -> pd.Series:
     elif pd.api.types.is_datetime64_dtype(values.dtype):
         parsed = values.dt.tz_localize("UTC")
     elif pd.api.types.is_numeric_dtype(values.dtype):
-        seconds = values.astype(float)
-        # Beyond pandas' nanosecond range (years 1677..2262) the conversion overflows
-        # instead of coercing; those are unparseable like any other bad value.
-        seconds = seconds.where(seconds.abs() < _LAST_SECOND)
-        parsed = pd.to_datetime(seconds, unit="s", utc=True, errors="coerce")
+        parsed = _from_unix_seconds(values)
     else:
         parsed = pd.to_datetime(values, utc=True, format="ISO8601", errors="coerce")
         # pandas reads these two words as the wall clock's time: no row's time is that.

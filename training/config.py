@@ -128,10 +128,12 @@ the gate's per-workload policy sweeps of ``prewarm train``, run on its workers;
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import logging
 import math
 import re
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -1124,10 +1126,57 @@ def _bounded(value: object, limit: int) -> str:
     return text if len(text) <= limit else shown(value, limit)
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The config sections a field's annotation admits, through optionals, unions,
+    ``Annotated``, lists and mappings."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def _sections_at(loc: tuple[int | str, ...]) -> list[type[BaseModel]]:
+    """The sections that may hold the fields at ``loc``; list indices, mapping keys and
+    union tags, which name no field, leave the sections as they are."""
+    sections: list[type[BaseModel]] = [TrainConfig]
+    for part in loc:
+        inner = [
+            m
+            for section in sections
+            if isinstance(part, str) and part in section.model_fields
+            for m in _models_in(section.model_fields[part].annotation)
+        ]
+        sections = inner or sections
+    return sections
+
+
+def _unknown_field(loc: tuple[int | str, ...]) -> str:
+    """``unknown field``, with the field it likely is: the section under it that has the
+    name (``capacity`` for ``cold_start``), else a near spelling in its own section."""
+    key = str(loc[-1])
+    sections = _sections_at(loc[:-1])
+    under = sorted(
+        {
+            name
+            for section in sections
+            for name, field in section.model_fields.items()
+            if any(key in inner.model_fields for inner in _models_in(field.annotation))
+        }
+    )
+    if under:
+        return f"unknown field here (it belongs under `{'` or `'.join(under)}`)"
+    names = sorted({name for section in sections for name in section.model_fields})
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.8)
+    if close:
+        return f"unknown field (did you mean `{close[0]}`?)"
+    return _MESSAGES["extra_forbidden"]
+
+
 def _problem(item: Any) -> str:
     """What is wrong with one field, and the value given (bounded)."""
     kind = item["type"]
-    if kind in ("value_error", "assertion_error") or kind not in _MESSAGES:
+    if kind == "extra_forbidden":
+        message = _unknown_field(tuple(item["loc"]))
+    elif kind in ("value_error", "assertion_error") or kind not in _MESSAGES:
         message = str(item["msg"]).removeprefix("Value error, ")
     else:
         message = _MESSAGES[kind].format_map(_Context(item.get("ctx") or {}))

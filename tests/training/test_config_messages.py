@@ -79,6 +79,24 @@ def test_errors_name_the_field_and_value_in_the_projects_words(
     assert not any(word in message for word in PYDANTIC), message
 
 
+def test_an_unknown_field_names_the_one_it_likely_is() -> None:
+    data = document({"cold_strat": "3m"}, modle={"name": "lightgbm"})
+    data["source"]["urll"] = "http://127.0.0.1:9"
+    data["workloads"][0]["min_replicas"] = 0  # a field of `capacity`, a level too high
+    data["workloads"][0]["zzz"] = 1  # nothing like it anywhere
+    assert sorted(error(data).splitlines()[1:]) == sorted(
+        [
+            "  source.urll: unknown field (did you mean `url`?), got 'http://127.0.0.1:9'",
+            "  workloads[0] (chat).min_replicas: unknown field here (it belongs under "
+            "`capacity`), got 0",
+            "  workloads[0] (chat).zzz: unknown field (check the spelling), got 1",
+            "  workloads[0] (chat).capacity.cold_strat: unknown field (did you mean "
+            "`cold_start`?), got '3m'",
+            "  modle: unknown field (did you mean `model`?)",
+        ]
+    )
+
+
 def test_echoed_values_and_keys_are_bounded() -> None:
     message = error(document({"cold_start": "x" * 10_000, "y" * 10_000: 1}))
     assert len(message) < 600

@@ -171,3 +171,11 @@ def test_lines_wider_than_the_header_are_refused_not_shifted(tmp_path):
     path.write_text("timestamp,value\n0,1,\n60,2,\n")
     with pytest.raises(SourceError, match=r"1 more field\(s\) than its header's 2 names"):
         read_series(path)
+
+
+def test_unix_seconds_out_of_range_are_named_not_an_overflow(tmp_path):
+    # Past pandas' range: unparseable, named by line (the property test once met an overflow).
+    path = tmp_path / "far.csv"
+    path.write_text("x,timestamp,value\na,0.0,1\nb,1e308,2\nc,1e308,3\n")
+    with pytest.raises(DataValidationError, match=r"at lines 3: 1e\+308, 4: 1e\+308"):
+        read_series(path)
