@@ -176,6 +176,9 @@ def _log_tuned(name: str, settings: dict[str, float], document: dict[str, Any]) 
     headroom = backtest_report.headroom_line(document)
     if headroom is not None:
         log.info("workload %s: %s", name, headroom, extra=extra)
+    edge = backtest_report.edge_line(document)
+    if edge is not None:
+        log.warning("workload %s: %s", name, edge, extra=extra)
     saving = deployed["savings"].get("vs_reactive")
     if saving is not None and saving < 0:
         log.warning(

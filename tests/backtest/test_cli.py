@@ -219,6 +219,21 @@ def test_a_tuned_rung_of_reach_is_called_headroom_not_forecast(
     assert line in backtest_report.markdown(at_rung)
 
 
+def test_a_deployed_setting_at_the_slos_edge_is_said(fortnight: dict) -> None:
+    document = fortnight["document"]
+    slo = document["settings"]["slo_unserved_fraction"]
+    policies = document["deployed"]["policies"]
+    # On two weeks of the smooth Google trace every deployed setting has room to spare.
+    assert all(row["unserved_fraction"] <= 0.9 * slo for row in policies.values())
+    assert backtest_report.edge_line(document) is None
+    assert "SLO's edge" not in fortnight["output"]
+    at_edge = json.loads(json.dumps(document))
+    at_edge["deployed"]["policies"]["reactive"] |= {"unserved_fraction": 0.95 * slo}
+    line = backtest_report.edge_line(at_edge)
+    assert line is not None and f"reactive {0.95 * slo:.3%} (SLO {slo:.3%})" in line
+    assert line in backtest_report.markdown(at_edge)
+
+
 def test_llm_arrivals_at_10s_backtest_without_mase_or_a_week_of_history(tmp_path: Path) -> None:
     # 40 minutes of the Azure LLM conversation trace: one row per request.
     path = _head("azure_llm_conv_arrivals.csv", 13_000, tmp_path / "llm.csv")

@@ -48,13 +48,14 @@ def document(hybrid: float, reactive: float, settings: dict[str, float]) -> dict
     row = {"meets_slo": True, "unserved_fraction": 5e-4}
     savings: dict[str, float | None] = dict.fromkeys([*compared(["hybrid"]), "oracle_gap"])
     return {
+        "settings": {"slo_unserved_fraction": 1e-3},
         "deployed": {
             "policies": {
                 "hybrid": row | {"cost": hybrid, "settings": settings},
                 "reactive": row | {"cost": reactive, "settings": {}},
             },
             "savings": savings | {"vs_reactive": 1 - hybrid / reactive},
-        }
+        },
     }
 
 
@@ -85,6 +86,17 @@ def test_a_rung_of_reach_is_named(records: list[logging.LogRecord]) -> None:
     assert "+0.0% vs reactive" in info.getMessage()
     assert "its reactive path at utilization 0.15" in headroom.getMessage()
     assert all(record.levelno == logging.INFO for record in records)
+
+
+def test_a_setting_at_the_slos_edge_is_a_warning(records: list[logging.LogRecord]) -> None:
+    at_edge = document(800.0, 1_000.0, SETTINGS)
+    at_edge["deployed"]["policies"]["reactive"]["unserved_fraction"] = 9.8e-4
+    _log_tuned("chat", SETTINGS, at_edge)
+    info, edge = records
+    assert "+20.0% vs reactive" in info.getMessage()
+    assert edge.levelno == logging.WARNING
+    assert "under 10% of it to spare: reactive 0.098% (SLO 0.100%)" in edge.getMessage()
+    assert "hybrid" not in edge.getMessage().split("(SLO")[0]  # 0.050%: half the SLO spare
 
 
 def test_a_fleets_verdicts_are_kept_on_the_run_with_a_bounded_tag(tmp_path: Path) -> None:
