@@ -123,23 +123,50 @@ def test_file_errors_are_clear(tmp_path, content, name, kwargs, error, match):
 
 
 @pytest.mark.parametrize(
-    ("content", "match"),
+    ("content", "error", "match"),
     [
-        pytest.param("timestamp,value\n0,1\n60,x\n", r"at line 3: 'x'", id="line-after-header"),
         pytest.param(
-            "timestamp,value\n0,1\n\n,\n60,2\n120,-1\n", r"at line 6: -1.0", id="empty-lines-count"
+            "timestamp,value\n0,1\n60,x\n",
+            DataValidationError,
+            r"at line 3: 'x'",
+            id="line-after-header",
+        ),
+        pytest.param(
+            "timestamp,value\n0,1\n\n,\n60,2\n120,-1\n",
+            DataValidationError,
+            r"at line 6: -1.0",
+            id="empty-lines-count",
         ),
         pytest.param(
             "timestamp,value\nyesterday,1\n2026-01-01T00:00:00Z,2\nnow,3\n",
+            DataValidationError,
             r"timestamps .* at lines 2: 'yesterday', 4: 'now'",
             id="several-lines",
         ),
+        pytest.param(  # past pandas' range (the property test once met an overflow here)
+            "x,timestamp,value\na,0.0,1\nb,1e308,2\nc,1e308,3\n",
+            DataValidationError,
+            r"at lines 3: 1e\+308, 4: 1e\+308",
+            id="seconds-out-of-range",
+        ),
+        pytest.param(  # the file's lines no longer match its rows: name the row
+            'series,timestamp,value\n"a\nb",0,1\n"a\nb",60,-1\n',
+            DataValidationError,
+            r"at row 1: -1.0",
+            id="quoted-line-break-keeps-rows",
+        ),
+        pytest.param(  # pandas would make the first field an index and shift the rest
+            "timestamp,value\n0,1,\n60,2,\n",
+            SourceError,
+            r"1 more field\(s\) than its header's 2 names",
+            id="wider-than-header",
+        ),
     ],
 )
-def test_csv_errors_name_the_line_of_the_file(tmp_path, content, match):
+def test_csv_errors_name_the_line_of_the_file(tmp_path, content, error, match):
     path = tmp_path / "demand.csv"
     path.write_text(content)
-    with pytest.raises(DataValidationError, match=match):
+    with pytest.raises(error, match=match):
         read_series(path)
 
 
@@ -150,32 +177,8 @@ def test_csv_lines_without_fields_are_dropped_not_read_as_data(tmp_path):
     assert frame["value"].tolist() == [1.0, 2.0]
 
 
-def test_a_quoted_field_across_lines_keeps_row_numbers(tmp_path):
-    # The file's lines no longer match its rows, so the error may not name a line.
-    path = tmp_path / "long.csv"
-    path.write_text('series,timestamp,value\n"a\nb",0,1\n"a\nb",60,-1\n')
-    with pytest.raises(DataValidationError, match=r"at row 1: -1.0"):
-        read_series(path)
-
-
 def test_parquet_errors_name_rows(tmp_path):
     path = tmp_path / "demand.parquet"
     pd.DataFrame({"timestamp": [0, 60], "value": [1.0, -1.0]}).to_parquet(path)
     with pytest.raises(DataValidationError, match=r"at row 1: -1.0"):
-        read_series(path)
-
-
-def test_lines_wider_than_the_header_are_refused_not_shifted(tmp_path):
-    # pandas would take the first field as an index and read the value as the timestamp.
-    path = tmp_path / "trailing.csv"
-    path.write_text("timestamp,value\n0,1,\n60,2,\n")
-    with pytest.raises(SourceError, match=r"1 more field\(s\) than its header's 2 names"):
-        read_series(path)
-
-
-def test_unix_seconds_out_of_range_are_named_not_an_overflow(tmp_path):
-    # Past pandas' range: unparseable, named by line (the property test once met an overflow).
-    path = tmp_path / "far.csv"
-    path.write_text("x,timestamp,value\na,0.0,1\nb,1e308,2\nc,1e308,3\n")
-    with pytest.raises(DataValidationError, match=r"at lines 3: 1e\+308, 4: 1e\+308"):
         read_series(path)
