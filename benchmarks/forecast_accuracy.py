@@ -212,7 +212,9 @@ NOTES = (
     "30-minute nyc_taxi trace it adds 1h alone. A configuration, not the default: with it the "
     "savings backtest's tuned hybrid costs the same on five traces, 3.6% more on asg_cpu and "
     "4.8% less on office-hours, and misses the viral launch's SLO "
-    "(`benchmarks/results/backtest_savings_short_windows.md`).",
+    "(`benchmarks/results/backtest_savings_short_windows.md`). "
+    f"`{COMBINATION_SHORT_WINDOWS}` is `combination` with the same windows handed to its "
+    "boosting candidates: one configuration for every trace.",
     "Window columns: every contender forecasts each horizon of [t + {horizon_min} min, t + "
     "{window_end_min} min] (the lead plus a {hold_min}-minute hold; 2..4 cells of 5-minute data, "
     f"1..2 of 30-minute data; a {SHORT.hold_seconds} s hold on {SHORT.name}) on the same folds. "
