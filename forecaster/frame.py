@@ -210,13 +210,18 @@ def _check_range(frame: pd.DataFrame, column: str, limit: float, columns: Column
     with np.errstate(invalid="ignore"):
         beyond = ~(np.abs(values) < limit) & ~np.isnan(values)
     if beyond.any():
-        # Rows are counted as in the input (1-based, header excluded): the frame is not
-        # sorted yet.
+        # The frame is not sorted yet: its first offending row is the input's, named by the
+        # file's line when it was read from one, else counted from 1, the header excluded.
         first = int(np.flatnonzero(beyond)[0])
         row = frame.iloc[first]
+        where = (
+            f"line {frame.index[first]}"
+            if frame.index.name == FILE_LINE
+            else f"data row {first + 1}"
+        )
         raise DataValidationError(
             f"column {shown(column, 60)} has {int(beyond.sum())} value(s) beyond the sane range "
-            f"(finite, below {limit:g} in magnitude); first at data row {first + 1} "
+            f"(finite, below {limit:g} in magnitude); first at {where} "
             f"(series {shown(row[columns.id_col])}, {row[columns.time_col].isoformat()}): "
             f"{values[first]:g}"
         )

@@ -10,7 +10,15 @@ from typing import Any, TypeVar
 import click
 
 from prewarm.exit_codes import epilog
-from prewarm.options import Duration, Durations, split_names, stage_progress, user_errors
+from prewarm.options import (
+    SEED,
+    Duration,
+    Durations,
+    PositiveNumber,
+    split_names,
+    stage_progress,
+    user_errors,
+)
 from prewarm.spans import duration_text, scored_span
 from training.documents import dumps
 
@@ -64,7 +72,9 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
     "reactive HPA, out of sample. One backtest per cold start; writes --json, not "
     "--report-dir.",
 )
-@click.option("--capacity-per-replica", type=float, help="Demand one warm replica serves.")
+@click.option(
+    "--capacity-per-replica", type=PositiveNumber(), help="Demand one warm replica serves."
+)
 @click.option(
     "--peak-replicas",
     type=int,
@@ -118,7 +128,7 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
 )
 @click.option(
     "--seed",
-    type=int,
+    type=SEED,
     default=0,
     show_default=True,
     help="Seed of the model's random draws and of the simulated cold starts: rerun with "

@@ -9,7 +9,14 @@ from typing import Any
 import click
 
 from prewarm.exit_codes import epilog
-from prewarm.options import Duration, console, progress_bar, split_names, user_errors
+from prewarm.options import (
+    Duration,
+    PositiveNumber,
+    console,
+    progress_bar,
+    split_names,
+    user_errors,
+)
 from prewarm.spans import duration_text, scored_span, span_text
 from prewarm.tables import Cell, Missing, TableSpec, print_table
 from training.documents import dumps
@@ -293,7 +300,7 @@ def _cell(entry: dict[str, Any], path: tuple[str, ...], fmt: str) -> Cell:
 )
 @click.option(
     "--eval-days",
-    type=float,
+    type=PositiveNumber(),
     default=None,
     help="Days at the end of the data whose origins are scored. Default: 7, or on data "
     "shorter than 14 days what is left after 7 days of history, but at least its last 20%.",

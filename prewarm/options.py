@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,6 +53,31 @@ class Durations(click.ParamType):
             return tuple(sorted({parse_duration(part, name=label) for part in parts}))
         except PrewarmError as exc:
             self.fail(str(exc), param, ctx)
+
+
+class PositiveNumber(click.ParamType):
+    """A finite number above 0: click's ``float`` and ``FloatRange`` let ``nan`` and ``inf``
+    through, which no count of days or demand per replica is."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None:
+            return value
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not (math.isfinite(number) and number > 0):
+            label = _flag(param, "number")
+            self.fail(f"{label} must be a finite number > 0, got {str(value)[:80]!r}", param, ctx)
+        return number
+
+
+SEED = click.IntRange(0, 2**31 - 1)
+"""A random seed: the boosting libraries take a 32-bit signed one."""
+PORT = click.IntRange(0, 65535)
+"""A TCP port; 0 lets the system pick a free one."""
 
 
 def _flag(param: click.Parameter | None, default: str) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from prewarm.options import split_names, user_errors
+from prewarm.options import PORT, split_names, user_errors
 
 if TYPE_CHECKING:
     from serving.shards import Shard
@@ -43,8 +43,8 @@ def build_components(
     help="Config file (workloads, source, `serving:` and `mlflow:` sections).",
 )
 @click.option("--host", default=None, help="Bind address [default: 127.0.0.1].")
-@click.option("--port", type=int, default=None, help="HTTP(S) port [default: 8080].")
-@click.option("--grpc-port", type=int, default=None, help="KEDA external scaler port [9000].")
+@click.option("--port", type=PORT, default=None, help="HTTP(S) port [default: 8080].")
+@click.option("--grpc-port", type=PORT, default=None, help="KEDA external scaler port [9000].")
 @click.option("--no-grpc", is_flag=True, help="Do not start the gRPC external scaler.")
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path))

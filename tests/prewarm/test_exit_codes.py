@@ -32,7 +32,7 @@ def invoke(*args: str) -> Result:
 
 
 def trace(path: Path, outlier: float | None = None, days: int = 6) -> Path:
-    """A 5-minute demand series, with ``outlier`` at data row 101 when given."""
+    """A 5-minute demand series, with ``outlier`` at data row 101 (line 102) when given."""
     times = pd.date_range("2025-01-01", periods=days * 288, freq="5min", tz="UTC")
     values = 5 + 2 * np.sin(np.arange(len(times)) * 2 * np.pi / 288)
     if outlier is not None:
@@ -66,7 +66,7 @@ def assert_exit(result: Result, code: ExitCode, *named: str) -> None:
         assert text in result.output
 
 
-OUTLIER = "data row 101 (series 'demand', 2025-01-01T08:20:00+00:00): 1e+15"
+OUTLIER = "line 102 (series 'demand', 2025-01-01T08:20:00+00:00): 1e+15"
 
 
 # -- evaluate ---------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def test_evaluate_1e308_is_refused_with_the_row_and_exits_3(tmp_path: Path) -> N
     data = trace(tmp_path / "demand.csv", outlier=1e308)
     out = tmp_path / "report.json"
     result = invoke("evaluate", str(data), "--json", str(out))
-    assert_exit(result, ExitCode.DATA, "beyond the sane range", "data row 101", "1e+308")
+    assert_exit(result, ExitCode.DATA, "beyond the sane range", "line 102", "1e+308")
     assert not out.exists()
 
 
@@ -91,6 +91,33 @@ def test_evaluate_missing_file_exits_3(tmp_path: Path) -> None:
 
 
 # -- backtest ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["evaluate", "--eval-days", "nan"], "--eval-days must be a finite number > 0, got 'nan'"),
+        (["evaluate", "--eval-days", "inf"], "--eval-days must be a finite number > 0, got 'inf'"),
+        (["evaluate", "--eval-days", "-1"], "--eval-days must be a finite number > 0, got '-1'"),
+        (
+            ["backtest", "--capacity-per-replica", "nan"],
+            "--capacity-per-replica must be a finite number > 0, got 'nan'",
+        ),
+        (["backtest", "--seed", "-1"], "-1 is not in the range 0<=x<=2147483647"),
+    ],
+)
+def test_a_number_no_flag_can_take_exits_2_naming_it(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    command, *flags = args
+    result = invoke(command, str(trace(tmp_path / "demand.csv", days=2)), *flags)
+    assert_exit(result, ExitCode.CONFIG, message)
+
+
+def test_serve_port_out_of_range_exits_2(tmp_path: Path) -> None:
+    config = config_file(tmp_path, {"unread": "flags are checked first"})
+    result = invoke("serve", "--config", str(config), "--port", "99999")
+    assert_exit(result, ExitCode.CONFIG, "99999 is not in the range 0<=x<=65535")
 
 
 def test_backtest_bad_config_exits_2(tmp_path: Path) -> None:
@@ -108,9 +135,7 @@ def test_backtest_peak_needing_too_many_replicas_exits_3(tmp_path: Path) -> None
     assert_exit(result, ExitCode.DATA, "more than the limit of 100,000", "--capacity-per-replica")
 
 
-@pytest.mark.parametrize(
-    ("outlier", "message"), [(1e15, "data row 101"), (1e11, "limit of 100,000")]
-)
+@pytest.mark.parametrize(("outlier", "message"), [(1e15, "line 102"), (1e11, "limit of 100,000")])
 def test_backtest_outlier_refuses_within_2_gb(tmp_path: Path, outlier: float, message: str) -> None:
     """The reported failure: one outlier grew the backtest to 19.9 GB before the kernel
     killed it. Under a 2 GB address-space limit it must refuse with a clear message."""
@@ -150,7 +175,7 @@ def test_bad_data_file_exits_3(tmp_path: Path, command: str, source: str) -> Non
     config = files_config(tmp_path, data, source)
     extra = ["--out", str(tmp_path / "out")] if command == "demo" else ["--no-progress"]
     result = invoke(command, "--config", str(config), *extra)
-    assert_exit(result, ExitCode.DATA, "data row 101", "1e+15")
+    assert_exit(result, ExitCode.DATA, "line 102", "1e+15")
 
 
 def test_train_missing_data_file_exits_3(tmp_path: Path) -> None:
