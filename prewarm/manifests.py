@@ -314,13 +314,19 @@ def render(
     """File name -> YAML text, one file per workload, each in the workload's namespace (the
     only one under which prewarm serves its metric); with ``shards`` > 1, each KEDA trigger
     reads the Service of the shard that holds its workload (``prewarm-serve-K``)."""
-    from forecaster.exceptions import ConfigError
+    from forecaster.exceptions import ConfigError, shown
     from serving.shards import shard_of
     from training.config import PrometheusSourceConfig
     from training.redaction import redact
 
     if shards < 1:
         raise ConfigError(f"`--shards` is at least 1, got {shards}")
+    if demand_metric in ("", ".", "..") or any(c in demand_metric for c in "/%"):
+        # What the API server checks of an HPA's metric name: it is a path segment.
+        raise ConfigError(
+            "`--demand-metric` must be a metric name the Kubernetes API accepts (not empty, "
+            f"'.' or '..', without '/' or '%'), got {shown(demand_metric)}"
+        )
     if kind == "hpa" and shards > 1:
         raise ConfigError(
             "`--shards` routes each KEDA trigger to its shard's Service; the HPA reads the "

@@ -273,10 +273,12 @@ def test_sharded_keda_triggers_read_the_service_of_their_shard(tmp_path: Path) -
     [
         (("--shards", "2"), "the HPA reads the cluster's one External Metrics API Service"),
         (("--kind", "keda", "--shards", "0"), "`--shards` is at least 1, got 0"),
+        (("--demand-metric", "a/b"), "must be a metric name the Kubernetes API accepts"),
+        (("--demand-metric", ".."), "without '/' or '%'), got '..'"),
     ],
-    ids=["hpa", "zero"],
+    ids=["hpa", "zero", "metric-slash", "metric-dots"],
 )
-def test_shards_the_hpa_cannot_follow_are_refused(
+def test_flags_the_cluster_would_refuse_are_refused_before_writing(
     config: Path, tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
     result = _run(
