@@ -15,7 +15,7 @@ from prewarm.options import (
     Duration,
     Durations,
     PositiveNumber,
-    split_names,
+    given_names,
     stage_progress,
     user_errors,
 )
@@ -226,7 +226,7 @@ def backtest(
         from training.config import with_current_hpa
         from training.sources.file import read_series
 
-        names = with_current_hpa(tuple(split_names(policies) or ()), hpa_metric)
+        names = with_current_hpa(tuple(given_names(policies, "--policies") or ()), hpa_metric)
         # unknown model names, and boosters asked of a model without any, fail before
         # reading any data
         make_model(model)

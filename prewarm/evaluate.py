@@ -13,8 +13,8 @@ from prewarm.options import (
     Duration,
     PositiveNumber,
     console,
+    given_names,
     progress_bar,
-    split_names,
     user_errors,
 )
 from prewarm.spans import duration_text, scored_span, span_text
@@ -365,7 +365,7 @@ def evaluate(
             horizon=horizon,
             eval_days=eval_days,
             refit_every=refit_every,
-            models=split_names(models),
+            models=given_names(models, "--models"),
             hold=hold,
             callback=callback,
         )

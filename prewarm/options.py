@@ -92,6 +92,19 @@ def split_names(value: str | None) -> list[str] | None:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+def given_names(value: str | None, flag: str) -> list[str] | None:
+    """:func:`split_names` of a flag that, when given, must name something: an empty list
+    (an unset shell variable) is a usage error, not the default.
+
+    >>> given_names(None, "--models"), given_names("a, b", "--models")
+    (None, ['a', 'b'])
+    """
+    names = split_names(value)
+    if names == []:
+        raise click.UsageError(f"`{flag}` names nothing, got {str(value)[:80]!r}")
+    return names
+
+
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn prewarm's errors into one clear line and the exit code of their kind (see

@@ -104,9 +104,11 @@ def test_evaluate_missing_file_exits_3(tmp_path: Path) -> None:
             "--capacity-per-replica must be a finite number > 0, got 'nan'",
         ),
         (["backtest", "--seed", "-1"], "-1 is not in the range 0<=x<=2147483647"),
+        (["evaluate", "--models", ","], "`--models` names nothing, got ','"),
+        (["backtest", "--policies", ""], "`--policies` names nothing, got ''"),
     ],
 )
-def test_a_number_no_flag_can_take_exits_2_naming_it(
+def test_a_value_no_flag_can_take_exits_2_naming_it(
     tmp_path: Path, args: list[str], message: str
 ) -> None:
     command, *flags = args
