@@ -80,8 +80,8 @@ def _from_unix_seconds(values: pd.Series) -> pd.Series:
     range (years 1677..2262), which are unparseable like any other bad value.
 
     Whole seconds and nanoseconds are converted apart, in integers: pandas' own conversion of
-    float seconds raises on a floating-point overflow flag left by earlier work, on values it
-    never multiplies (seen on a frame indexed by file lines).
+    float seconds raised ``FloatingPointError`` on in-range values of a frame indexed by file
+    lines, depending on what the process had run before (the CSV property test found it).
     """
     seconds = values.to_numpy(dtype=float, na_value=np.nan)
     usable = np.abs(seconds) < _LAST_SECOND  # False for NaN

@@ -150,7 +150,7 @@ def test_file_errors_are_clear(tmp_path, content, name, kwargs, error, match):
             id="seconds-out-of-range",
         ),
         pytest.param(  # the file's lines no longer match its rows: name the row
-            'series,timestamp,value\n"a\nb",0,1\n"a\nb",60,-1\n',
+            'series,timestamp,value\n"a\nb",0,1\n\n"a\nb",60,-1\n',
             DataValidationError,
             r"at row 1: -1.0",
             id="quoted-line-break-keeps-rows",

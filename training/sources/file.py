@@ -89,7 +89,7 @@ def _numbered_by_line(frame: pd.DataFrame) -> pd.DataFrame:
     """
     text = frame.select_dtypes(include="object")
     if any(text[c].str.contains("\n", regex=False).any() for c in text.columns):
-        return frame
+        return frame.dropna(how="all").reset_index(drop=True)
     frame.index = pd.RangeIndex(2, len(frame) + 2, name=FILE_LINE)
     return frame.dropna(how="all")
 
