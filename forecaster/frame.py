@@ -80,8 +80,9 @@ def _from_unix_seconds(values: pd.Series) -> pd.Series:
     range (years 1677..2262), which are unparseable like any other bad value.
 
     Whole seconds and nanoseconds are converted apart, in integers: pandas' own conversion of
-    float seconds raised ``FloatingPointError`` on in-range values of a frame indexed by file
-    lines, depending on what the process had run before (the CSV property test found it).
+    float seconds raised ``FloatingPointError`` on a column whose out-of-range values were
+    already masked to NaN, depending on what the process had run before (the CSV property
+    test found it).
     """
     seconds = values.to_numpy(dtype=float, na_value=np.nan)
     usable = np.abs(seconds) < _LAST_SECOND  # False for NaN
