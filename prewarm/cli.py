@@ -48,5 +48,22 @@ def cli() -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
+TRACEBACK_VARIABLE = "PREWARM_TRACEBACK"
+"""Set to 1, an unexpected failure raises with its traceback instead of one line."""
+
+
 def main() -> None:
-    cli()
+    """The console script: ``cli``, with what no command foresaw ended in one line and
+    exit code 1, without credentials, instead of a traceback (see :mod:`prewarm.exit_codes`)."""
+    try:
+        cli()
+    except Exception as exc:  # a bug, or a library failing in a way no command handles
+        if os.environ.get(TRACEBACK_VARIABLE) == "1":
+            raise
+        from prewarm.exit_codes import ExitCode, fail
+
+        fail(
+            f"unexpected {type(exc).__name__}: {str(exc)[:500]} (run again with "
+            f"{TRACEBACK_VARIABLE}=1 to see where; please report it)",
+            ExitCode.FAILURE,
+        )

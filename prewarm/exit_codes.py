@@ -25,6 +25,7 @@ import click
 
 from forecaster.exceptions import ConfigError, DataValidationError, PrewarmError
 from training.exceptions import SourceError
+from training.redaction import redact
 
 
 class ExitCode(IntEnum):
@@ -66,8 +67,8 @@ def exit_code(error: PrewarmError) -> ExitCode:
 
 
 def fail(message: str, code: ExitCode) -> NoReturn:
-    """Print ``Error: message`` on stderr and exit with ``code``."""
-    click.echo(f"Error: {message}", err=True)
+    """Print ``Error: message`` on stderr, without credentials, and exit with ``code``."""
+    click.echo(f"Error: {redact(message)}", err=True)
     sys.exit(int(code))
 
 

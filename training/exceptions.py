@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from forecaster.exceptions import PrewarmError
+from training.redaction import redact
 
 
 class SourceError(PrewarmError):
@@ -29,4 +30,12 @@ class ModelLoadError(PrewarmError):
 
 
 class TrackingError(PrewarmError):
-    """The MLflow tracking or registry store could not be reached or refused a write."""
+    """The MLflow tracking or registry store could not be reached or refused a write.
+
+    Its message is redacted where it is made: MLflow's errors quote the store's URI, which
+    may hold a user's password (``http://user:password@mlflow:5000``), and every message
+    built from one ends in a log, an error line or a served reply.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from training.documents import dumps
+from training.redaction import redact
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -41,9 +42,33 @@ class JsonFormatter(logging.Formatter):
         for key, value in record.__dict__.items():
             if key not in _STANDARD and not key.startswith("_"):
                 document[key] = value
-        if record.exc_info:
+        if record.exc_text:  # already formatted (and redacted: see Redaction)
+            document["exception"] = record.exc_text
+        elif record.exc_info:
             document["exception"] = self.formatException(record.exc_info)
         return dumps(document, default=str)
+
+
+class Redaction(logging.Filter):
+    """Takes credentials out of a record before any handler writes it (see
+    :func:`training.redaction.redact`): its message, its traceback and its extra fields.
+
+    A library's error quotes what it was given: MLflow's the store's URI with its password,
+    an HTTP client's the request's URL; prewarm's own messages are redacted where they are
+    made, this is the last line before the log.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact(record.getMessage())
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        for key, value in list(record.__dict__.items()):
+            if key not in _STANDARD and isinstance(value, str):
+                setattr(record, key, redact(value))
+        return True
 
 
 def configure_logging(level: str = "INFO", console: Console | None = None) -> None:
@@ -63,7 +88,7 @@ def configure_logging(level: str = "INFO", console: Console | None = None) -> No
     import mlflow  # noqa: F401
 
     debug = logging.getLevelNamesMapping()[level.upper()] <= logging.DEBUG
-    handler = _json_handler() if console is None else _console_handler(console)
+    handler = redacting(_json_handler() if console is None else _console_handler(console))
     for name in PACKAGES:
         _route(name, handler, level.upper())
     for name in LIBRARIES:
@@ -79,6 +104,12 @@ def log_console() -> Console | None:
         if isinstance(handler, RichHandler):
             return handler.console
     return None
+
+
+def redacting(handler: logging.Handler) -> logging.Handler:
+    """``handler`` with :class:`Redaction` among its filters."""
+    handler.addFilter(Redaction())
+    return handler
 
 
 def _route(name: str, handler: logging.Handler, level: str) -> None:

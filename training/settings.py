@@ -5,11 +5,33 @@ Read when :class:`Settings` is instantiated, never at import.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from forecaster.exceptions import ConfigError
+from training.redaction import redact
+
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 """MLflow's own embedded default: a SQLite file in the working directory."""
+
+STORE_SCHEMES = frozenset(
+    [
+        "file",
+        "sqlite",
+        "postgresql",
+        "mysql",
+        "mssql",
+        "http",
+        "https",
+        "databricks",
+        "databricks-uc",
+        "uc",
+    ]
+)
+"""The URI schemes MLflow keeps runs and models under (a database's may name its driver:
+``postgresql+psycopg2``); a plain path is a ``file`` store."""
 
 
 class Settings(BaseSettings):
@@ -29,8 +51,31 @@ class Settings(BaseSettings):
 def resolve_tracking_uri(
     flag: str | None = None, configured: str | None = None, settings: Settings | None = None
 ) -> str:
-    """The tracking URI: the flag, else the environment, else the config, else the default."""
-    if flag:
-        return flag
+    """The tracking URI: the flag, else the environment, else the config, else the default.
+
+    Raises
+    ------
+    ConfigError
+        Its scheme is none MLflow stores by (``ftp://``, a misspelt ``postgres://``): the
+        message names where the URI came from and shows it without its credentials.
+    """
     settings = settings if settings is not None else Settings()
-    return settings.mlflow_tracking_uri or configured or DEFAULT_TRACKING_URI
+    for where, uri in (
+        ("--tracking-uri", flag),
+        ("PREWARM_MLFLOW_TRACKING_URI", settings.mlflow_tracking_uri),
+        ("mlflow.tracking_uri", configured),
+    ):
+        if uri:
+            return _store_uri(where, uri)
+    return DEFAULT_TRACKING_URI
+
+
+def _store_uri(where: str, uri: str) -> str:
+    scheme = urlsplit(uri).scheme.lower()
+    if scheme and scheme.split("+")[0] not in STORE_SCHEMES:
+        raise ConfigError(
+            f"`{where}` has scheme {scheme!r}, which MLflow keeps no store under, in "
+            f"{redact(uri)[:200]!r}; expected one of {', '.join(sorted(STORE_SCHEMES))} "
+            "(a database's may name its driver: postgresql+psycopg2://), or a folder's path"
+        )
+    return uri

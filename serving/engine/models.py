@@ -22,6 +22,7 @@ from typing import Protocol
 
 from forecaster.exceptions import PrewarmError
 from training import registry
+from training.redaction import redact
 from training.registry import LoadedModel, PlanningModel
 
 __all__ = [
@@ -130,7 +131,7 @@ class ModelWatcher:
         try:
             version = self.registry.champion_version(self.name)
         except Exception as exc:  # a registry outage must not stop serving the loaded model
-            self.last_error = f"registry lookup of {self.name!r} failed: {exc}"
+            self.last_error = redact(f"registry lookup of {self.name!r} failed: {exc}")
             logger.warning(self.last_error, extra={"model_name": self.name})
             return self.current
         if version is None:
@@ -146,7 +147,7 @@ class ModelWatcher:
             validate(candidate)
         except Exception as exc:  # any failure keeps the last good model
             self.failures += 1
-            message = f"{type(exc).__name__}: {exc}"
+            message = redact(f"{type(exc).__name__}: {exc}")
             self.rejected[version] = message
             self.last_error = f"model {self.name!r} version {version} rejected: {message}"
             logger.error(

@@ -29,7 +29,7 @@ from prometheus_client.registry import Collector
 from forecaster.metrics import pinball_loss
 from serving.engine.snapshot import Snapshot
 from serving.exceptions import ForecastUnavailableError
-from training.logs import JsonFormatter
+from training.logs import JsonFormatter, redacting
 from training.redaction import redact
 
 __all__ = ["REFUSAL_LOG_INTERVAL", "ServingMetrics", "Throttle", "configure_logging"]
@@ -318,7 +318,7 @@ def configure_logging(level: str = "INFO") -> None:
     level : str, default "INFO"
         Root log level name.
     """
-    handler = logging.StreamHandler(sys.stderr)
+    handler = redacting(logging.StreamHandler(sys.stderr))
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -50,6 +50,24 @@ def test_json_lines_and_libraries_only_at_debug(
         assert found[0]["workload"] == "chat"
 
 
+def test_no_credential_reaches_the_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    stream = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stream)
+    configure_logging("INFO")
+    try:
+        raise ConnectionError("refused: postgresql://admin:s3cret@db:5432/prewarm")
+    except ConnectionError:
+        logging.getLogger("mlflow.store").exception(
+            "cannot open %s", "http://bob:hunter2@mlflow:5000", extra={"query": "?token=t0k"}
+        )
+    (record,) = records(stream)
+    assert record["message"] == "cannot open http://***@mlflow:5000"
+    assert record["query"] == "?token=***"
+    assert "postgresql://***@db:5432" in record["exception"]
+    for secret in ("s3cret", "hunter2", "t0k"):
+        assert secret not in stream.getvalue()
+
+
 def test_library_errors_always_show(monkeypatch: pytest.MonkeyPatch) -> None:
     stream = io.StringIO()
     monkeypatch.setattr("sys.stderr", stream)

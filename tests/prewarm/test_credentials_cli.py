@@ -1,0 +1,86 @@
+"""A password in the MLflow store's URI reaches no error line and no log of a command, and
+what no command foresaw ends in one line instead of a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from prewarm import cli as cli_module
+from prewarm.exit_codes import ExitCode
+from tests.prewarm.test_exit_codes import assert_exit, config_file, files_config, trace
+from tests.serving.support import free_port
+
+pytestmark = pytest.mark.usefixtures("isolated_logging")
+
+SECRET = "s3cretPW"
+
+
+def secret_store(tmp_path: Path, scheme: str = "http") -> Path:
+    config = files_config(tmp_path, trace(tmp_path / "demand.csv", days=3))
+    document = yaml.safe_load(config.read_text())
+    document["mlflow"]["tracking_uri"] = f"{scheme}://admin:{SECRET}@127.0.0.1:{free_port()}/"
+    return config_file(tmp_path, document)
+
+
+@pytest.mark.parametrize(
+    ("command", "extra"),
+    [("train", ["--no-progress"]), ("manifests", ["--out", "manifests"])],
+    ids=str,
+)
+def test_an_unreachable_store_is_named_without_its_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, extra: list[str]
+) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.chdir(tmp_path)
+    config = secret_store(tmp_path)
+    result = CliRunner().invoke(cli_module.cli, [command, "--config", str(config), *extra])
+    assert_exit(result, ExitCode.FAILURE, "http://***@127.0.0.1")
+    assert SECRET not in result.output
+
+
+@pytest.mark.parametrize("scheme", ["ftp", "postgres"])
+def test_a_scheme_mlflow_has_no_store_for_exits_2_naming_the_field(
+    tmp_path: Path, scheme: str
+) -> None:
+    config = secret_store(tmp_path, scheme)
+    result = CliRunner().invoke(cli_module.cli, ["train", "--config", str(config)])
+    assert_exit(result, ExitCode.CONFIG, "`mlflow.tracking_uri`", f"{scheme}://***@", "postgresql")
+    assert SECRET not in result.output
+
+
+def test_the_flag_is_named_when_it_gave_the_uri(tmp_path: Path) -> None:
+    config = files_config(tmp_path, trace(tmp_path / "demand.csv", days=3))
+    result = CliRunner().invoke(
+        cli_module.cli,
+        ["manifests", "--config", str(config), "--tracking-uri", "ftp://x/", "--out", "m"],
+    )
+    assert_exit(result, ExitCode.CONFIG, "`--tracking-uri`", "'ftp'")
+
+
+def _explode() -> None:
+    raise RuntimeError(f"driver said no to postgresql://admin:{SECRET}@db/prewarm")
+
+
+def test_an_unexpected_failure_is_one_line_without_credentials(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli_module, "cli", _explode)
+    monkeypatch.delenv(cli_module.TRACEBACK_VARIABLE, raising=False)
+    with pytest.raises(SystemExit) as ended:
+        cli_module.main()
+    assert ended.value.code == ExitCode.FAILURE
+    err = capsys.readouterr().err
+    assert err.startswith("Error: unexpected RuntimeError: driver said no to postgresql://***@db")
+    assert "PREWARM_TRACEBACK=1" in err
+    assert "Traceback" not in err and SECRET not in err
+
+
+def test_the_traceback_is_there_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_module, "cli", _explode)
+    monkeypatch.setenv(cli_module.TRACEBACK_VARIABLE, "1")
+    with pytest.raises(RuntimeError, match="driver said no"):
+        cli_module.main()
