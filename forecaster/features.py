@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from forecaster.duration import parse_duration
-from forecaster.exceptions import ConfigError
+from forecaster.exceptions import ConfigError, shown
+from forecaster.frame import MAX_GRID_CELLS
 from forecaster.panel import Panel
 from forecaster.windows import WindowStats
 
@@ -96,10 +97,12 @@ class FeatureConfig:
     burst_reference: str = "2h"
 
     def __post_init__(self) -> None:
-        if any(not isinstance(lag, int) or lag < 0 for lag in (*self.lags, *self.covariate_lags)):
+        lags = (*self.lags, *self.covariate_lags)
+        if any(not isinstance(lag, int) or not 0 <= lag <= MAX_GRID_CELLS for lag in lags):
+            # a lag past the longest series a grid may hold reaches no data at all
             raise ConfigError(
-                f"`lags` and `covariate_lags` must be whole cells >= 0, got "
-                f"{self.lags!r} and {self.covariate_lags!r}"
+                f"`lags` and `covariate_lags` must be whole cells in [0, {MAX_GRID_CELLS:,}], "
+                f"got {shown(self.lags)} and {shown(self.covariate_lags)}"
             )
         for name, allowed, given in (
             ("window_stats", WINDOW_STATS, self.window_stats),

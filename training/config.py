@@ -134,9 +134,9 @@ import logging
 import math
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -222,10 +222,31 @@ FloatSeconds = Annotated[float, BeforeValidator(_float_seconds), Field(gt=0, all
 """A positive duration, written as :data:`Seconds` or as any positive number of seconds."""
 
 
+def _takes_bool(annotation: Any) -> bool:
+    """Whether a field of type ``annotation`` holds a bool (itself, ``Any``, or a union or
+    container of one)."""
+    if annotation is bool or annotation is Any:
+        return True
+    return any(_takes_bool(arg) for arg in get_args(annotation))
+
+
 class _Strict(BaseModel):
     # Unknown keys are errors: a typo in a YAML key must not silently keep the default.
     # No number is infinite or NaN: YAML's .inf and .nan are never a setting.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, data: Any) -> Any:
+        # pydantic takes true as 1: `cold_start: yes` would be a 1-second cold start
+        for key, value in data.items() if isinstance(data, dict) else ():
+            field = cls.model_fields.get(key) if isinstance(key, str) else None
+            if isinstance(value, bool) and field is not None and not _takes_bool(field.annotation):
+                raise ValueError(
+                    f"`{key}` got {str(value).lower()}, a boolean, where it takes no boolean "
+                    "(YAML reads yes, no, on, off, true and false unquoted as booleans)"
+                )
+        return data
 
 
 # -- sources -------------------------------------------------------------------------------
@@ -721,10 +742,8 @@ class ModelConfig(_Strict):
         # load, not after the history is pulled.
         try:
             make_model(self.name, **self.params).check_params()
-        except ConfigError as exc:
+        except (ConfigError, TypeError, ValueError) as exc:  # a model's own, of a wrong type
             raise ValueError(f"params: {exc}") from None
-        except TypeError:
-            pass  # an unknown argument: reported, with the model, when training builds it
         return self
 
     @field_validator("features")
@@ -761,7 +780,9 @@ class EvaluationConfig(_Strict):
     policies: tuple[str, ...] = Field(
         default=("reactive", "predictive"), description="Policies simulated in the backtest."
     )
-    seed: int = Field(default=0, description="Seed of the model and of cold-start draws.")
+    seed: int = Field(
+        default=0, ge=0, le=2**31 - 1, description="Seed of the model and of cold-start draws."
+    )
     tuning_margin: float = Field(
         default=TUNING_MARGIN,
         gt=0,
@@ -1239,6 +1260,26 @@ def parse_config(data: Any, origin: str = "config", base_dir: Path | None = None
     return config
 
 
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping: YAML keeps the last
+    silently, so a second ``capacity:`` under a workload would drop the first unseen."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"key {shown(key)} given twice (first on line {seen[key] + 1})",
+                    key_node.start_mark,
+                )
+            if isinstance(key, Hashable):
+                seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(path: str | Path) -> TrainConfig:
     """Read and validate the YAML file at ``path``.
 
@@ -1249,11 +1290,18 @@ def load_config(path: str | Path) -> TrainConfig:
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        # bytes: YAML's reader takes UTF-8, and UTF-16 by its byte-order mark; its marks
+        # then name the file
+        with path.open("rb") as stream:
+            data = yaml.load(stream, Loader=_UniqueKeys)  # a SafeLoader: no tags that run code
     except OSError as exc:
         raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror}") from exc
-    try:
-        data = yaml.safe_load(text)
+    except yaml.reader.ReaderError as exc:
+        byte = f"0x{exc.character:02x}" if isinstance(exc.character, int) else shown(exc.character)
+        raise ConfigError(
+            f"{path}: not UTF-8 text (nor UTF-16 with a byte-order mark): byte "
+            f"{exc.position} is {byte}; save the file as UTF-8"
+        ) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     config = parse_config(data, str(path), path.parent)

@@ -15,6 +15,7 @@ forecast), among ``lightgbm``, ``lightgbm-window`` and the seasonal and smoothin
 from __future__ import annotations
 
 from collections.abc import Callable
+from difflib import get_close_matches
 from functools import partial
 from typing import Any
 
@@ -45,7 +46,8 @@ def make_model(name: str, **params: Any) -> BaseForecaster:
     Raises
     ------
     UnknownNameError
-        Listing the registered names.
+        Listing the registered names, or the model's parameters when one of ``params`` is
+        none of them.
     """
     try:
         factory = MODELS[name]
@@ -53,6 +55,15 @@ def make_model(name: str, **params: Any) -> BaseForecaster:
         raise UnknownNameError(
             f"unknown model {name!r}; registered models: {', '.join(sorted(MODELS))}"
         ) from None
+    known = factory().get_params()
+    for param in params:
+        if param not in known:
+            close = get_close_matches(param, known, n=1)
+            hint = f"did you mean `{close[0]}`? " if close else ""
+            raise UnknownNameError(
+                f"model {name!r} has no parameter `{str(param)[:60]}`; {hint}"
+                f"its parameters: {', '.join(sorted(known))}"
+            )
     return factory(**params)
 
 

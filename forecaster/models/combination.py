@@ -42,7 +42,13 @@ from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHis
 from forecaster.features import FeatureConfig, window_target
 from forecaster.frame import Columns
 from forecaster.metrics import coverage, pinball_loss
-from forecaster.models.base import BaseForecaster, Origins, planned_window, quantile_column
+from forecaster.models.base import (
+    BaseForecaster,
+    Origins,
+    check_whole,
+    planned_window,
+    quantile_column,
+)
 from forecaster.models.components import COMPONENTS
 from forecaster.panel import Panel
 
@@ -259,9 +265,7 @@ class Combination(BaseForecaster):
         if self.validation_window is not None:
             parse_duration(self.validation_window, name="validation_window")
         for field in ("max_origins", "max_rows"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not (isinstance(value, int) and value >= 2):
-                raise ConfigError(f"`{field}` must be a whole number >= 2, got {shown(value)}")
+            check_whole(field, getattr(self, field), 2)
         for series, tau in (self.taus or {}).items():
             if not 0.0 < float(tau) < 1.0:
                 raise ConfigError(f"`taus`: {series!r} must lie in (0, 1), got {shown(tau)}")

@@ -22,6 +22,7 @@ import pandas as pd
 
 from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError
+from forecaster.models.base import check_whole
 from forecaster.models.baseline import AUTO, SmoothedLevel
 from forecaster.panel import Panel
 
@@ -92,10 +93,7 @@ class SeasonalDecomposition(SmoothedLevel):
 
     def _check_params(self) -> None:
         super()._check_params()
-        if isinstance(self.iterations, bool) or not (
-            isinstance(self.iterations, int) and self.iterations >= 1
-        ):
-            raise ConfigError(f"`iterations` must be a whole number >= 1, got {self.iterations!r}")
+        check_whole("iterations", self.iterations, 1)
         if isinstance(self.seasons, str) or not list(self.seasons):
             raise ConfigError(f"`seasons` must be a list of durations, got {self.seasons!r}")
         for season in self.seasons:

@@ -18,9 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from forecaster.duration import parse_duration
-from forecaster.exceptions import ConfigError
 from forecaster.features import MIN_SCALE
-from forecaster.models.base import BaseForecaster
+from forecaster.models.base import BaseForecaster, check_whole
 from forecaster.models.baseline import ewma, forward_fill
 from forecaster.panel import Panel
 
@@ -69,10 +68,7 @@ class Intermittent(BaseForecaster):
 
     def _check_params(self) -> None:
         super()._check_params()
-        if isinstance(self.min_sizes, bool) or not (
-            isinstance(self.min_sizes, int) and self.min_sizes >= 1
-        ):
-            raise ConfigError(f"`min_sizes` must be a whole number >= 1, got {self.min_sizes!r}")
+        check_whole("min_sizes", self.min_sizes, 1)
         parse_duration(self.occurrence_halflife, name="occurrence_halflife")
         parse_duration(self.size_halflife, name="size_halflife")
 

@@ -23,7 +23,7 @@ from threadpoolctl import threadpool_limits
 
 from forecaster.calibration import ConformalCalibrator
 from forecaster.duration import parse_duration
-from forecaster.exceptions import ConfigError, NotEnoughHistoryError
+from forecaster.exceptions import ConfigError, NotEnoughHistoryError, shown
 from forecaster.features import (
     FeatureConfig,
     FeatureMatrix,
@@ -32,13 +32,16 @@ from forecaster.features import (
     window_targets,
     with_seasonal_windows,
 )
-from forecaster.models.base import BaseForecaster
+from forecaster.models.base import BaseForecaster, check_positive, check_whole
 from forecaster.panel import Panel
 
 logger = logging.getLogger(__name__)
 
 MULTI_HORIZON = ("stacked", "per-horizon")
 BASELINES = ("last-value", "none")
+# Whole-number parameters of the boosting and the least each takes (n_jobs: any, as LightGBM)
+WHOLE_PARAMS = {"n_estimators": 1, "num_leaves": 2, "min_child_samples": 1, "max_train_rows": 1}
+MAX_SEED = 2**31 - 1
 WINDOW_MODELS = ("direct", "shift")
 
 
@@ -227,12 +230,16 @@ class QuantileGradientBoosting(BaseForecaster):
             raise ConfigError(
                 f"`multi_horizon` must be one of {list(MULTI_HORIZON)}, got {self.multi_horizon!r}"
             )
-        if (
-            not isinstance(self.n_seeds, int | np.integer)
-            or isinstance(self.n_seeds, bool)
-            or self.n_seeds < 1
-        ):
-            raise ConfigError(f"`n_seeds` must be a whole number >= 1, got {self.n_seeds!r}")
+        check_whole("n_seeds", self.n_seeds, 1)
+        for name, least in WHOLE_PARAMS.items():
+            check_whole(name, getattr(self, name), least)
+        # the seeds of n_seeds boosters, random_state * n_seeds onwards, are 32-bit
+        check_whole("random_state", self.random_state, 0, (MAX_SEED + 1) // self.n_seeds - 1)
+        check_positive("learning_rate", self.learning_rate)
+        if not isinstance(self.refit, bool):
+            raise ConfigError(f"`refit` must be true or false, got {shown(self.refit)}")
+        if self.calibration_window is not None:
+            parse_duration(self.calibration_window, name="calibration_window")
 
     def _fit_panel(self, panel: Panel) -> None:
         self.features_ = self.features or FeatureConfig()

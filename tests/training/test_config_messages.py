@@ -140,3 +140,78 @@ def test_a_lookback_of_more_grid_points_than_the_limit_is_refused() -> None:
     assert "`lookback` / `step` must stay within 5,000,000 grid points per workload, got " in (
         error(data)
     )
+
+
+@pytest.mark.parametrize(
+    ("model", "named"),
+    [
+        pytest.param(
+            {"params": {"n_estimatorz": 20}},
+            "has no parameter `n_estimatorz`; did you mean `n_estimators`?",
+            id="unknown-param",
+        ),
+        pytest.param(
+            {"params": {"n_estimators": "many"}},
+            "`n_estimators` must be a whole number >= 1, got 'many'",
+            id="word-for-a-count",
+        ),
+        pytest.param(
+            {"params": {"n_estimators": -5}},
+            "`n_estimators` must be a whole number >= 1, got -5",
+            id="negative-count",
+        ),
+        pytest.param(
+            {"params": {"learning_rate": 0}},
+            "`learning_rate` must be a finite number > 0, got 0",
+            id="zero-rate",
+        ),
+        pytest.param(
+            {"params": {"calibration_window": "soon"}},
+            "calibration_window",
+            id="calibration-window",
+        ),
+        pytest.param(
+            {"features": {"lags": [0, 100_000_000]}},
+            "must be whole cells in [0, 5,000,000], got (0, 100000000)",
+            id="lag-past-any-grid",
+        ),
+    ],
+)
+def test_model_parameters_are_refused_at_load_naming_them(
+    model: dict[str, Any], named: str
+) -> None:
+    # each of these passed loading and ended training in a traceback after the history
+    assert named in error(document(model={"name": "lightgbm-window", **model}))
+
+
+def test_the_seed_is_a_32_bit_whole_number() -> None:
+    assert "evaluation.seed" in error(document(evaluation={"seed": -1}))
+    assert "evaluation.seed" in error(document(evaluation={"seed": 2**31}))
+
+
+@pytest.mark.parametrize("field", ["cold_start", "max_replicas", "capacity_per_replica"])
+def test_a_yaml_boolean_is_no_number(field: str) -> None:
+    # pydantic read `cold_start: yes` as a 1-second cold start
+    message = error(document({field: True}))
+    assert f"`{field}` got true, a boolean" in message
+
+
+def test_a_config_not_in_utf8_names_the_file_and_byte(tmp_path: Path) -> None:
+    path = tmp_path / "prewarm.yaml"
+    path.write_bytes(yaml.safe_dump(document()).encode() + "# café\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"prewarm.yaml: not UTF-8 text .* is 0xe9"):
+        load_config(path)
+
+
+def test_a_utf16_config_with_its_mark_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "prewarm.yaml"
+    path.write_bytes(yaml.safe_dump(document()).encode("utf-16"))
+    assert load_config(path).workloads[0].name == "chat"
+
+
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path: Path) -> None:
+    path = tmp_path / "prewarm.yaml"
+    text = yaml.safe_dump(document(), sort_keys=False)
+    path.write_text(text.replace("  step: 5m\n", "  step: 5m\n  step: 1m\n"))
+    with pytest.raises(ConfigError, match=r"key 'step' given twice \(first on line 4\)"):
+        load_config(path)
