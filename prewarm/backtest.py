@@ -14,6 +14,7 @@ from prewarm.options import (
     SEED,
     Duration,
     Durations,
+    OutputFile,
     PositiveNumber,
     given_names,
     stage_progress,
@@ -143,7 +144,7 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
     "boosting models' n_seeds): a steadier forecast for N times the fit. With --config: "
     "the config's model.params.",
 )
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "json_path", type=OutputFile())
 @click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path))
 def backtest(
     data: Path | None,

@@ -11,6 +11,7 @@ import click
 from prewarm.exit_codes import epilog
 from prewarm.options import (
     Duration,
+    OutputFile,
     PositiveNumber,
     console,
     given_names,
@@ -38,6 +39,9 @@ TABLE_COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("seconds", ("seconds",), ".1f"),
 )
 PER_QUANTILE = ("pinball", "relative_pinball", "coverage", "window_pinball", "window_coverage")
+WINDOW_COLUMNS = tuple(
+    f"{metric}_{q:g}" for metric in ("window_pinball", "window_coverage") for q in DEFAULT_QUANTILES
+)
 DEFAULT_HOLD_SECONDS = 600
 
 
@@ -94,11 +98,22 @@ def run_evaluation(
     window = window_cells(horizon, hold, history.step)
     times = pd.DatetimeIndex(history.frame["timestamp"].unique()).sort_values()
     eval_cells, notes = evaluation_cells(len(times), history.step, cells, eval_days)
+    scored_window: tuple[int, int] | None = window
+    if window[1] > eval_cells:
+        # No origin's window would end within the data: forecasting each of its horizons
+        # would cost time and memory (a --hold of days: gigabytes) for no score.
+        scored_window = None
+        notes.append(
+            f"Window scores not computed: --horizon plus --hold "
+            f"({duration_text(window[1] * history.step)}) is longer than the scored span "
+            f"({duration_text(eval_cells * history.step)}); lower --hold, or score more with "
+            "--eval-days."
+        )
     refit_cells = max(1, round(refit_every / history.step))
     splitter = RollingOrigin(horizon=cells, eval_cells=eval_cells, refit_every=refit_cells)
     train, _ = next(splitter.split(len(times)))
     before = (times[train.stop - 1] - times[0]).total_seconds()
-    estimators, skipped = _models_for(models, window, before)
+    estimators, skipped = _models_for(models, scored_window or (cells, cells), before)
     result = evaluate(
         history.frame,
         estimators,
@@ -107,23 +122,36 @@ def run_evaluation(
         season=season_cells(history.step),
         quantiles=DEFAULT_QUANTILES,
         progress=callback,
-        window=window,
+        window=scored_window,
     )
     end = result.end + pd.Timedelta(seconds=history.step)
+    scored = int(result.forecasts.groupby("model").size().max())
+    forecasts = result.origins * history.frame["series"].nunique()
+    if scored < forecasts / 2:  # scores on a few points would read like a week's
+        notes.append(
+            f"Only {scored} of the {forecasts} forecasts had an observed demand to score "
+            "(the data has gaps in the scored span): every score rests on those."
+        )
+    unscored = (
+        {}
+        if scored_window
+        else dict.fromkeys(WINDOW_COLUMNS, "--horizon plus --hold is longer than the scored span")
+    )
     return {
         "data": {"path": str(data), "rows": history.rows, "step_seconds": history.step},
         "horizon_seconds": result.horizon_seconds,
         "horizon_cells": cells,
-        "window_cells": list(window),
+        "window_cells": list(window) if scored_window else None,
         "evaluation": {
             "start": result.start.isoformat(),
             "end": end.isoformat(),
             "hours": (end - result.start).total_seconds() / 3600.0,
             "origins": result.origins,
+            "scored": scored,
             "refit_every_seconds": refit_cells * history.step,
         },
         "models": {
-            str(name): _model_entry(row, result.missing.get(str(name), {}))
+            str(name): _model_entry(row, result.missing.get(str(name), {}) | unscored)
             for name, row in result.scores.iterrows()
         },
         "skipped": skipped | result.skipped,
@@ -149,7 +177,7 @@ def evaluation_cells(
     total = n * step
     preferred = (DEFAULT_EVAL_DAYS if eval_days is None else eval_days) * DAY
     seconds = preferred if eval_days is not None else scored_span(total, preferred)
-    cells = round(seconds / step)
+    cells = round(min(seconds, total) / step)  # min: --eval-days 1e308 is all the data, not inf
     notes = []
     if seconds < preferred:
         notes.append(
@@ -215,8 +243,8 @@ def _model_entry(row: Any, missing: dict[str, str]) -> dict[str, Any]:
     entry: dict[str, Any] = {
         name: _number(row[name]) for name in ("mae", "rmse", "mase", "peak_underforecast")
     }
-    for metric in PER_QUANTILE:
-        entry[metric] = {q: _number(row[f"{metric}_{q}"]) for q in levels}
+    for metric in PER_QUANTILE:  # a window's, when it is not scored, not in ``row``
+        entry[metric] = {q: _number(row.get(f"{metric}_{q}", math.nan)) for q in levels}
     entry["seconds"] = row["fit_seconds"] + row["predict_seconds"]
     entry["missing"] = {_metric_path(column): reason for column, reason in missing.items()}
     return entry
@@ -241,13 +269,15 @@ def table_spec(report: dict[str, Any]) -> TableSpec:
     models = report["models"]
     scored = [name for name, m in models.items() if m["pinball"]["0.9"] is not None]
     best = min(scored, key=lambda name: models[name]["pinball"]["0.9"], default=None)
-    first, last = report["window_cells"]
-    step = report["data"]["step_seconds"]
-    window_note = (
-        f"window: the largest demand over {duration_text(first * step)} .. "
-        f"{duration_text(last * step)} ahead (cells {first}..{last}) against what a plan sizes "
-        "for: the model's window target, else the largest of its per-horizon quantiles."
-    )
+    window_note = []
+    if report["window_cells"] is not None:
+        first, last = report["window_cells"]
+        step = report["data"]["step_seconds"]
+        window_note.append(
+            f"window: the largest demand over {duration_text(first * step)} .. "
+            f"{duration_text(last * step)} ahead (cells {first}..{last}) against what a plan "
+            "sizes for: the model's window target, else the largest of its per-horizon quantiles."
+        )
     return TableSpec(
         title=f"Forecasts {duration_text(report['horizon_seconds'])} ahead from "
         f"{evaluation['origins']} origins, " + span_text(evaluation["start"], evaluation["end"]),
@@ -257,7 +287,7 @@ def table_spec(report: dict[str, Any]) -> TableSpec:
             (name, [_cell(m, path, fmt) for _, path, fmt in TABLE_COLUMNS])
             for name, m in models.items()
         ],
-        notes=[window_note]
+        notes=window_note
         + [f"{name} skipped: {reason}" for name, reason in report["skipped"].items()]
         + report["notes"],
         highlight=best,
@@ -323,7 +353,7 @@ def _cell(entry: dict[str, Any], path: tuple[str, ...], fmt: str) -> Cell:
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(path_type=Path),
+    type=OutputFile(),
     default=None,
     help="Also write the report as JSON here.",
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -74,6 +75,29 @@ class PositiveNumber(click.ParamType):
         return number
 
 
+class OutputFile(click.ParamType):
+    """A file a command will write, checked before any work: not a folder, and in a folder
+    that exists and can be written or can be made (a report lost to a typo after an hour of
+    backtesting is the failure this prevents)."""
+
+    name = "file"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None or isinstance(value, Path):
+            return value
+        path = Path(value)
+        label = _flag(param, "file")
+        if path.is_dir():
+            self.fail(f"{label} {str(value)[:120]!r} is a folder, not a file", param, ctx)
+        folder = next((p for p in path.absolute().parents if p.exists()), Path("/"))
+        if not folder.is_dir():
+            self.fail(f"{label} {str(value)[:120]!r}: {str(folder)!r} is a file", param, ctx)
+        writable = os.access(path, os.W_OK) if path.exists() else os.access(folder, os.W_OK)
+        if not writable:
+            self.fail(f"{label} {str(value)[:120]!r} cannot be written here", param, ctx)
+        return path
+
+
 SEED = click.IntRange(0, 2**31 - 1)
 """A random seed: the boosting libraries take a 32-bit signed one."""
 PORT = click.IntRange(0, 65535)
@@ -81,7 +105,10 @@ PORT = click.IntRange(0, 65535)
 
 
 def _flag(param: click.Parameter | None, default: str) -> str:
-    """The option's flag (``--cold-start``) for an error message, else ``default``."""
+    """The option's flag (``--cold-start``, as typed: ``--json`` stores ``json_path``) for
+    an error message, else ``default``."""
+    if param is not None and param.opts:
+        return param.opts[0]
     return f"--{param.name.replace('_', '-')}" if param and param.name else default
 
 

@@ -31,6 +31,7 @@ import pandas as pd
 
 from prewarm.exit_codes import ExitCode, epilog, exit_code, fail
 from prewarm.options import (
+    OutputFile,
     config_option,
     configure_logging,
     log_level_option,
@@ -83,12 +84,23 @@ def period_of(since: int, until: pd.Timestamp | None, step: int, clock: Clock) -
         ``since`` is not a positive whole number of grid steps.
     """
     from forecaster.exceptions import ConfigError
+    from forecaster.frame import MAX_GRID_CELLS
 
     if since <= 0 or since % step:
         raise ConfigError(
             f"`--since` must be a positive multiple of the {step}s grid, got {since}s"
         )
-    end = (clock() if until is None else until).floor(f"{step}s")
+    if since // step > MAX_GRID_CELLS:  # what one series may hold, as every source bounds it
+        raise ConfigError(
+            f"`--since` spans {since // step:,} steps of {step}s, more than the "
+            f"{MAX_GRID_CELLS:,} a series may hold"
+        )
+    now = clock()
+    if until is not None and until > now:
+        raise ConfigError(
+            f"`--until` {until.isoformat()} is in the future (now: {now.isoformat()})"
+        )
+    end = (now if until is None else until).floor(f"{step}s")
     return Period(end - pd.Timedelta(seconds=since), end, step)
 
 
@@ -335,7 +347,7 @@ def _replay_one(
     "--json",
     "json_path",
     default=None,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputFile(),
     help="Also write the JSON document here.",
 )
 @click.option(
@@ -428,9 +440,11 @@ def _inputs(
     if until is None:
         return config, seconds, None
     try:
-        end = pd.Timestamp(until)
+        end = pd.Timestamp(until).as_unit("ns")  # past 2262 a nanosecond time overflows
     except ValueError:
-        raise ConfigError(f"`--until` must be an ISO-8601 time, got {until!r}") from None
+        raise ConfigError(
+            f"`--until` must be an ISO-8601 time from 1677 to 2262, got {until[:80]!r}"
+        ) from None
     return config, seconds, end.tz_localize("UTC") if end.tzinfo is None else end.tz_convert("UTC")
 
 

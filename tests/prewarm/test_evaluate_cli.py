@@ -209,3 +209,52 @@ def test_evaluate_prints_per_horizon_and_window_coverage_side_by_side(trace, tmp
     assert windowed["pinball"] == scores["lightgbm-window-shift"]["pinball"]
     assert windowed["window_coverage"] != scores["lightgbm"]["window_coverage"]
     assert windowed["window_pinball"] != scores["lightgbm-window-shift"]["window_pinball"]
+
+
+def test_a_window_longer_than_the_scored_span_is_not_forecast(trace, tmp_path):
+    # a 30-day hold on 6 days of data forecast 8,600 horizons (gigabytes) for no score
+    out = tmp_path / "report.json"
+    args = ["evaluate", str(trace), "--hold", "30d", "--eval-days", "1", "--models", "ewma"]
+    result = CliRunner().invoke(cli, [*args, "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["window_cells"] is None
+    (entry,) = report["models"].values()
+    assert entry["window_pinball"]["0.9"] is None and entry["pinball"]["0.9"] > 0
+    assert "longer than the scored span" in entry["missing"]["window_pinball.0.9"]
+    assert any("Window scores not computed" in note for note in report["notes"])
+
+
+def test_a_scored_span_mostly_missing_says_on_how_few_points(tmp_path):
+    frame = steady_diurnal(days=8, step=300, seed=0)[["timestamp", "value"]]
+    # two days, then nothing for six days but the last two points
+    gappy = frame.iloc[[*range(576), len(frame) - 2, len(frame) - 1]]
+    path = tmp_path / "gappy.csv"
+    gappy.to_csv(path, index=False)
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        cli, ["evaluate", str(path), "--models", "ewma", "--eval-days", "5", "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["evaluation"]["origins"] == 5 * 288
+    assert report["evaluation"]["scored"] <= 2
+    assert "Only " in result.output and "of the 1440 forecasts had an observed demand" in (
+        result.output
+    )
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "named"),
+    [
+        ("--json", "{folder}", "is a folder, not a file"),
+        ("--json", "{file}/report.json", "is a file"),
+        ("--eval-days", "1e308", "needs more history"),
+    ],
+)
+def test_flags_no_run_can_satisfy_are_refused_before_it(trace, tmp_path, flag, value, named):
+    (tmp_path / "file").write_text("")
+    given = value.format(folder=tmp_path, file=tmp_path / "file")
+    result = CliRunner().invoke(cli, ["evaluate", str(trace), "--models", "ewma", flag, given])
+    assert result.exit_code in (2, 3), result.output
+    assert named in result.output and "Traceback" not in result.output

@@ -76,3 +76,20 @@ def test_the_period_ends_at_the_clock_floored_to_the_grid() -> None:
         pd.Timestamp("2026-03-03T10:17:00Z"),
     )
     assert period.cells == 120
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "named"),
+    [
+        (99_999 * 86_400, None, "more than the 5,000,000 a series may hold"),
+        (3600, pd.Timestamp("2026-03-04T00:00:00Z"), "is in the future"),
+    ],
+)
+def test_a_period_no_report_can_replay_is_refused(
+    since: int, until: pd.Timestamp | None, named: str
+) -> None:
+    from forecaster.exceptions import ConfigError
+    from prewarm.shadow import period_of
+
+    with pytest.raises(ConfigError, match=named):
+        period_of(since, until, 60, lambda: pd.Timestamp("2026-03-03T10:17:42Z"))
