@@ -257,8 +257,8 @@ def missed_slo(policies: dict[str, Any], name: str) -> str:
     """Why hybrid has no saving against ``name`` on validation: the side that missed the SLO,
     and by how much (``policies`` as in the deployed section)."""
     missed = RECOMMENDED if not policies.get(RECOMMENDED, {}).get("meets_slo") else name
-    if missed not in policies:
-        return f"{name} did not run"
+    if missed not in policies:  # left out by --policies, not a miss
+        return f"{missed} did not run"
     return f"{missed} misses the SLO ({policies[missed]['unserved_fraction']:.2%} unserved)"
 
 

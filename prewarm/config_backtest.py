@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from forecaster.backtest.run import BacktestSettings, backtest
+from forecaster.backtest.run import BacktestResult, BacktestSettings, backtest
 from forecaster.backtest.tuning import deployed_savings, score_setting
+from forecaster.exceptions import PrewarmError
 from forecaster.workload import WorkloadPolicy
 from prewarm import backtest_report, tables
 from prewarm.options import console
@@ -58,10 +59,11 @@ def backtest_workloads(
     """
     policies = config.policies
     calls = {
-        name: _backtest_call(config, history, name, policy) for name, policy in policies.items()
+        name: (name, *_backtest_call(config, history, name, policy))
+        for name, policy in policies.items()
     }
     documents = {}
-    for done, (name, result) in enumerate(map_calls(backtest, calls, client)):
+    for done, (name, result) in enumerate(map_calls(named_backtest, calls, client)):
         seed = config.evaluation.seed
         document = backtest_report.to_json(result, {"path": str(config_path), "workload": name})
         if registered is not None and name in registered:
@@ -80,11 +82,25 @@ def backtest_workloads(
     return {name: documents[name] for name in policies}
 
 
+def named_backtest(name: str, *args: Any) -> BacktestResult:
+    """:func:`forecaster.backtest.run.backtest` of workload ``name``, whose errors name it
+    (a fleet's backtest fails on one workload's data)."""
+    try:
+        return backtest(*args)
+    except PrewarmError as exc:
+        raise type(exc)(f"workload {name!r}: {exc}") from exc
+
+
 def _backtest_call(
     config: TrainConfig, history: FetchedHistory, name: str, policy: WorkloadPolicy
 ) -> tuple[np.ndarray, pd.DatetimeIndex, int, BacktestSettings]:
     """The arguments of workload ``name``'s :func:`forecaster.backtest.run.backtest`."""
     part = history.frame[history.frame["series"] == name]
+    # The fleet shares one grid: a workload recorded from later on (or no longer) has missing
+    # cells before (after) its own data, which are not history to walk over.
+    observed = part.index[part["value"].notna()]
+    if len(observed):
+        part = part.loc[observed[0] : observed[-1]]
     (workload,) = [w for w in config.workloads if w.name == name]
     settings = BacktestSettings(
         spec=policy.spec,

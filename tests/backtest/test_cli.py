@@ -91,6 +91,16 @@ def test_backtest_writes_json_and_report(data_file: Path, tmp_path: Path) -> Non
     assert "![frontier](frontier.png)" in (report / "backtest.md").read_text()
 
 
+def test_a_saving_hybrid_has_none_of_names_hybrid_when_it_did_not_run(fortnight: dict) -> None:
+    document = json.loads(json.dumps(fortnight["document"]))
+    del document["deployed"]["policies"]["hybrid"]
+    document["deployed"]["savings"] = dict.fromkeys(document["deployed"]["savings"])
+    line = backtest_report.savings_line(document)
+    # it said "reactive did not run" while the reactive HPA had run
+    assert "none vs reactive (hybrid did not run)" in line
+    assert "reactive did not run" not in line
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

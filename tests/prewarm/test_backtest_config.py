@@ -128,3 +128,31 @@ def test_a_workload_whose_hpa_scales_on_gpu_utilization_is_compared_with_it(
     assert "activation_probability" not in deployed["policies"]["hybrid"]["settings"]
     assert "vs_gpu_utilization" in deployed["savings"]
     assert "vs gpu-utilization" in outcome.output
+
+
+def test_a_workload_recorded_from_later_on_walks_its_own_span(tmp_path: Path):
+    # The fleet shares one grid: the late workload's cells before its first point are
+    # missing; they failed its backtest with "'workload' has 0" rows, naming nothing.
+    lines = (DATA / "google_cluster_cpu_5min.csv").read_text().splitlines(keepends=True)
+    late, short = tmp_path / "late.csv", tmp_path / "short.csv"
+    late.write_text(lines[0] + "".join(lines[-9 * 288 :]))
+    short.write_text(lines[0] + "".join(lines[-288:]))
+    capacity = {"capacity_per_replica": 0.03, "cold_start": "5m", "max_replicas": 40}
+    document = {
+        "source": {"type": "file", "lookback": "13d",
+                   "files": {"early": str(DATA / "google_cluster_cpu_5min.csv"),
+                             "late": str(late), "short": str(short)}},
+        "workloads": [{"name": n, "capacity": capacity} for n in ("early", "late", "short")],
+        "model": {"name": "ewma"},
+        "evaluation": {"window": "1d", "train_window": "4d"},
+        "mlflow": {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
+    }  # fmt: skip
+    config = tmp_path / "train.yaml"
+    config.write_text(yaml.safe_dump(document))
+    result = backtest(config, tmp_path / "late.json", "--workload", "late")
+    assert result.exit_code == 0, result.output
+    tuned = json.loads((tmp_path / "late.json").read_text())["late"]["deployed"]
+    assert tuned["policies"]["hybrid"]["cost"] > 0
+    refused = backtest(config, tmp_path / "short.json", "--workload", "short")
+    assert refused.exit_code == 3, refused.output
+    assert "workload 'short':" in refused.output and "'workload' has" not in refused.output
