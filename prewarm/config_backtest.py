@@ -82,6 +82,22 @@ def backtest_workloads(
     return {name: documents[name] for name in policies}
 
 
+def _own_span(part: pd.DataFrame, config: TrainConfig, step: int) -> pd.DataFrame:
+    """A workload's rows of the fleet's grid, without the missing cells after its last point
+    and no more than half a training window of them before its first.
+
+    The fleet shares one grid: a workload recorded from later on has missing cells before
+    its data. A whole training window of them left its first fit nothing to learn from;
+    half of one leaves that fit at least half a window of the workload's data, as a gap
+    would, and keeps a workload that lacks less than that on the fleet's folds.
+    """
+    observed = np.flatnonzero(part["value"].notna().to_numpy())
+    if not len(observed):
+        return part
+    start = max(0, int(observed[0]) - config.evaluation.train_window // step // 2)
+    return part.iloc[start : int(observed[-1]) + 1]
+
+
 def named_backtest(name: str, *args: Any) -> BacktestResult:
     """:func:`forecaster.backtest.run.backtest` of workload ``name``, whose errors name it
     (a fleet's backtest fails on one workload's data)."""
@@ -95,12 +111,7 @@ def _backtest_call(
     config: TrainConfig, history: FetchedHistory, name: str, policy: WorkloadPolicy
 ) -> tuple[np.ndarray, pd.DatetimeIndex, int, BacktestSettings]:
     """The arguments of workload ``name``'s :func:`forecaster.backtest.run.backtest`."""
-    part = history.frame[history.frame["series"] == name]
-    # The fleet shares one grid: a workload recorded from later on (or no longer) has missing
-    # cells before (after) its own data, which are not history to walk over.
-    observed = part.index[part["value"].notna()]
-    if len(observed):
-        part = part.loc[observed[0] : observed[-1]]
+    part = _own_span(history.frame[history.frame["series"] == name], config, history.step)
     (workload,) = [w for w in config.workloads if w.name == name]
     settings = BacktestSettings(
         spec=policy.spec,
