@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from forecaster.exceptions import ConfigError, shown
+from forecaster.frame import MAX_VALUE
 
 ColdStartKind = Literal["fixed", "uniform", "lognormal"]
 
@@ -40,9 +41,16 @@ TIER_QUANTILES: dict[int, float] = {1: 0.99, 2: 0.95, 3: 0.8}
 _Z95 = 1.6448536269514722
 
 
-def _positive(name: str, value: float) -> None:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-        raise ConfigError(f"`{name}` must be a positive finite number, got {value!r}")
+def _positive(name: str, value: float, least: float = 0.0) -> None:
+    """``value`` above ``least`` (exclusive at 0) and at most :data:`MAX_VALUE`: a demand
+    per replica or a price past it is a unit mistake, and sums of it overflow to inf."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    above = number and (value >= least if least else value > 0)
+    if not (above and math.isfinite(value) and value <= MAX_VALUE):
+        bound = f">= {least:g}" if least else "> 0"
+        raise ConfigError(
+            f"`{name}` must be a finite number {bound} and <= {MAX_VALUE:g}, got {shown(value)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -126,6 +134,9 @@ class ColdStart:
 
 MAX_REPLICAS = 100_000
 """Upper bound on any replica count: the simulator keeps one entry per replica warming up."""
+MIN_CAPACITY = 1e-6
+"""Least demand one replica may serve: an HPA's target (it times the utilization) is a
+Kubernetes quantity, which holds nothing finer than a billionth."""
 
 
 @dataclass(frozen=True)
@@ -180,7 +191,8 @@ class WorkloadSpec:
         if not isinstance(self.cold_start, ColdStart):
             _check_number("cold_start", self.cold_start)
             object.__setattr__(self, "cold_start", ColdStart.fixed(float(self.cold_start)))
-        _positive("capacity_per_replica", self.capacity_per_replica)
+        # at least a millionth: a smaller one renders as a zero quantity in an HPA's target
+        _positive("capacity_per_replica", self.capacity_per_replica, least=MIN_CAPACITY)
         _positive("replica_hour_cost", self.replica_hour_cost)
         _positive("slo_latency_seconds", self.slo_latency_seconds)
         _unit_interval("target_utilization", self.target_utilization, closed_right=True)

@@ -83,7 +83,7 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
     show_default=True,
     help="Size capacity so the 99th percentile of demand needs N replicas at utilization 1.",
 )
-@click.option("--replica-hour-cost", type=float, default=4.0, show_default=True)
+@click.option("--replica-hour-cost", type=PositiveNumber(), default=4.0, show_default=True)
 @click.option("--slo-latency", type=Duration(), default="30s", show_default=True)
 @click.option("--slo-unserved", type=float, default=0.001, show_default=True)
 @click.option("--policies", default=DEFAULT_POLICIES, show_default=True)

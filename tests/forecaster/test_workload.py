@@ -16,8 +16,14 @@ from forecaster.workload import ColdStart, WorkloadSpec
     [
         (
             {"capacity_per_replica": 0},
-            "`capacity_per_replica` must be a positive finite number, got 0",
+            "`capacity_per_replica` must be a finite number >= 1e-06 and <= 1e[+]12, got 0",
         ),
+        # an HPA target of a zero quantity; a Decimal past Kubernetes' quantities
+        ({"capacity_per_replica": 1e-300}, "`capacity_per_replica` must be .* got 1e-300"),
+        ({"capacity_per_replica": 1e300}, "`capacity_per_replica` must be .* got 1e[+]300"),
+        ({"capacity_per_replica": True}, "`capacity_per_replica` must be .* got True"),
+        # every cost inf, the tuned settings arbitrary
+        ({"replica_hour_cost": 1e308}, "`replica_hour_cost` must be a finite number > 0 and"),
         ({"target_utilization": 1.5}, r"`target_utilization` must be in \(0, 1\], got 1.5"),
         ({"min_replicas": -1}, "`min_replicas` must be an integer >= 0, got -1"),
         ({"min_replicas": 5, "max_replicas": 3}, "`max_replicas` must be an integer >= max"),
