@@ -54,7 +54,10 @@ DEFAULT_COLUMNS = Columns()
 
 
 def _plain(value: object) -> object:
-    """numpy scalars print as ``np.float64(1.0)``; users want ``1.0``."""
+    """numpy scalars print as ``np.float64(1.0)`` and times as ``Timestamp('...')``, cut by
+    the echo's bound; users want ``1.0`` and the time."""
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
     return value.item() if isinstance(value, np.generic) else value
 
 
@@ -212,14 +215,11 @@ def _check_range(frame: pd.DataFrame, column: str, limit: float, columns: Column
         beyond = ~(np.abs(values) < limit) & ~np.isnan(values)
     if beyond.any():
         # The frame is not sorted yet: its first offending row is the input's, named by the
-        # file's line when it was read from one, else counted from 1, the header excluded.
+        # file's line when it was read from one, else by its label, as every other check
+        # of the frame names rows (a Parquet file's from 0).
         first = int(np.flatnonzero(beyond)[0])
         row = frame.iloc[first]
-        where = (
-            f"line {frame.index[first]}"
-            if frame.index.name == FILE_LINE
-            else f"data row {first + 1}"
-        )
+        where = _rows(frame.index[first : first + 1])
         raise DataValidationError(
             f"column {shown(column, 60)} has {int(beyond.sum())} value(s) beyond the sane range "
             f"(finite, below {limit:g} in magnitude); first at {where} "

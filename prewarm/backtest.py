@@ -50,7 +50,10 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
         "     scheduler does not answer",
     )
 )
-@click.argument("data", required=False, type=click.Path(dir_okay=False, path_type=Path))
+# readable=False: an unreadable file is a data error (exit 3) the source names, as a missing one
+@click.argument(
+    "data", required=False, type=click.Path(dir_okay=False, readable=False, path_type=Path)
+)
 @click.option(
     "--config",
     "config_path",

@@ -312,7 +312,8 @@ def _cell(entry: dict[str, Any], path: tuple[str, ...], fmt: str) -> Cell:
         "     flags (the message names the row, or the flag to change)",
     )
 )
-@click.argument("data", type=click.Path(path_type=Path))
+# readable=False: an unreadable file is a data error (exit 3) the source names, as a missing one
+@click.argument("data", type=click.Path(readable=False, path_type=Path))
 @click.option("--value-col", default=None, help="Column holding the demand.")
 @click.option(
     "--step",

@@ -27,16 +27,16 @@ def frame(values: list[float], covariate: list[float] | None = None) -> pd.DataF
             [1.0, 2.0, 1e15],
             None,
             r"column 'value' has 1 value\(s\) beyond the sane range \(finite, below 1e\+12 in "
-            r"magnitude\); first at data row 3 \(series 'chat', 2026-01-01T00:02:00\+00:00\): "
+            r"magnitude\); first at row 2 \(series 'chat', 2026-01-01T00:02:00\+00:00\): "
             r"1e\+15",
             id="outlier",
         ),
         pytest.param(
-            [1e308, 1.0, 1e308], None, r"2 value\(s\) .* data row 1 .*: 1e\+308", id="max"
+            [1e308, 1.0, 1e308], None, r"2 value\(s\) .* row 0 .*: 1e\+308", id="max"
         ),
-        pytest.param([1.0, 1.0], [1.0, -1e13], r"column 'gpu' .* data row 2 .*: -1e\+13", id="cov"),
+        pytest.param([1.0, 1.0], [1.0, -1e13], r"column 'gpu' .* row 1 .*: -1e\+13", id="cov"),
         pytest.param(
-            [1.0, 1.0], [1.0, np.inf], r"column 'gpu' .* data row 2 .*: inf", id="cov-inf"
+            [1.0, 1.0], [1.0, np.inf], r"column 'gpu' .* row 1 .*: inf", id="cov-inf"
         ),
     ],
 )

@@ -32,7 +32,9 @@ def frame(values, times=None, series="a"):
         pytest.param(
             frame([1.0, 2.0], ["2026-01-01 00:00", "2026-01-01 00:00"]),
             DataValidationError,
-            r"duplicate \(series, timestamp\) pairs at rows 0: .*, 1:",
+            # the whole time, not Timestamp('2026-01-01 00:0... cut by the echo's bound
+            r"duplicate \(series, timestamp\) pairs at rows 0: '2026-01-01T00:00:00\+00:00', "
+            r"1: '2026-01-01T00:00:00\+00:00'",
             id="duplicate-timestamp",
         ),
         pytest.param(

@@ -32,7 +32,7 @@ def invoke(*args: str) -> Result:
 
 
 def trace(path: Path, outlier: float | None = None, days: int = 6) -> Path:
-    """A 5-minute demand series, with ``outlier`` at data row 101 (line 102) when given."""
+    """A 5-minute demand series, with ``outlier`` at row 100 (line 102) when given."""
     times = pd.date_range("2025-01-01", periods=days * 288, freq="5min", tz="UTC")
     values = 5 + 2 * np.sin(np.arange(len(times)) * 2 * np.pi / 288)
     if outlier is not None:
