@@ -31,13 +31,9 @@ def frame(values: list[float], covariate: list[float] | None = None) -> pd.DataF
             r"1e\+15",
             id="outlier",
         ),
-        pytest.param(
-            [1e308, 1.0, 1e308], None, r"2 value\(s\) .* row 0 .*: 1e\+308", id="max"
-        ),
+        pytest.param([1e308, 1.0, 1e308], None, r"2 value\(s\) .* row 0 .*: 1e\+308", id="max"),
         pytest.param([1.0, 1.0], [1.0, -1e13], r"column 'gpu' .* row 1 .*: -1e\+13", id="cov"),
-        pytest.param(
-            [1.0, 1.0], [1.0, np.inf], r"column 'gpu' .* row 1 .*: inf", id="cov-inf"
-        ),
+        pytest.param([1.0, 1.0], [1.0, np.inf], r"column 'gpu' .* row 1 .*: inf", id="cov-inf"),
     ],
 )
 def test_values_beyond_the_sane_range_are_refused_with_row_and_value(
