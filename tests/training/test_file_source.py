@@ -161,6 +161,18 @@ def test_file_errors_are_clear(tmp_path, content, name, kwargs, error, match):
             r"1 more field\(s\) than its header's 2 names",
             id="wider-than-header",
         ),
+        pytest.param(  # pandas would take the first line for names: a row lost, no error
+            "2019-05-01 00:00:00,0.44\n2019-05-01 00:05:00,0.43\n2019-05-01 00:10:00,0.45\n",
+            SourceError,
+            r"its first line \('2019-05-01 00:00:00,0.44'\) holds data, not column names",
+            id="no-header",
+        ),
+        pytest.param(
+            "1700000000,3\n1700000060,4\n1700000120,5\n",
+            SourceError,
+            r"its first line \('1700000000,3'\) holds data",
+            id="no-header-unix-seconds",
+        ),
     ],
 )
 def test_csv_errors_name_the_line_of_the_file(tmp_path, content, error, match):

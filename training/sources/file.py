@@ -77,7 +77,30 @@ def _csv(path: Path) -> pd.DataFrame:
             f"than its header's {len(frame.columns)} names, from line 2 on (a trailing "
             "separator?); give every column a name in the header"
         )
+    if len(frame.columns) and all(_is_data(str(name)) for name in frame.columns):
+        # pandas takes the first line as the header whatever it holds: that row would be lost
+        # and a number taken for the value column's name
+        raise SourceError(
+            f"cannot read {str(path)!r}: its first line ({shown(','.join(frame.columns), 80)}) "
+            "holds data, not column names; add a header line, e.g. timestamp,value"
+        )
     return frame
+
+
+def _is_data(name: str) -> bool:
+    """Whether a header field is a number or a time, as a data line's fields are."""
+    try:
+        float(name)
+        return True
+    except ValueError:
+        pass
+    if not any(ch.isdigit() for ch in name):  # "time", "value": names, whatever dateutil says
+        return False
+    try:
+        pd.Timestamp(name)
+    except (ValueError, OverflowError):
+        return False
+    return True
 
 
 def _numbered_by_line(frame: pd.DataFrame) -> pd.DataFrame:
