@@ -972,6 +972,19 @@ class TrainConfig(_Strict):
                 unknown = sorted(set(names) - set(self.source.files))
                 if unknown:
                     raise ValueError(f"`source.files` has no file for workloads {unknown}")
+        for w in self.workloads:
+            if w.measures:  # its cold start is measured when it trains
+                continue
+            policy = w.workload_policy
+            window = policy.lead_seconds + policy.hold
+            if window >= self.evaluation.train_window:
+                # no training origin would have an observed target ("only 0 training rows")
+                raise ValueError(
+                    f"workload {w.name!r}: its lead window (cold start, decision delay and "
+                    f"hold: {window:g} s) is as long as evaluation.train_window "
+                    f"({self.evaluation.train_window} s); lower its cold_start or policy.hold, "
+                    "or lengthen evaluation.train_window"
+                )
         covariate_sets = {tuple(sorted(w.covariates)) for w in self.workloads}
         if len(covariate_sets) > 1:
             raise ValueError(

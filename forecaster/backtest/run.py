@@ -171,6 +171,13 @@ def backtest(
     scores: dict[str, ForecastScore] = {}
     if FORECAST_POLICIES & set(settings.policies):
         first, last = lead_horizons(settings, step)
+        if last >= len(values) - start:
+            # no forecast's target would lie within the data: nothing to score or plan on
+            raise ConfigError(
+                f"the lead window (the cold start, the decision delay and the hold: {last} "
+                f"steps of {step} s) is as long as the span after the training window "
+                f"({len(values) - start} steps): lower `cold_start` or give more data"
+            )
         if forecast is None:
             forecast = lead_forecast(values, times, step, settings, progress)
         forecast = _horizons(forecast, first, last, len(values))
@@ -380,10 +387,15 @@ def _seeded_model(
 
 
 def _splitter(settings: BacktestSettings, step: int) -> WalkForward:
-    return WalkForward(_cells(settings.train_window, step), _cells(settings.retrain_every, step))
+    return WalkForward(
+        _cells("train_window", settings.train_window, step),
+        _cells("retrain_every", settings.retrain_every, step),
+    )
 
 
-def _cells(seconds: int, step: int) -> int:
-    if seconds % step:
-        raise ConfigError(f"windows must be whole data steps of {step} s, got {seconds} s")
+def _cells(name: str, seconds: int, step: int) -> int:
+    if seconds % step or not seconds:
+        raise ConfigError(
+            f"`{name}` must be a whole number of the data's {step} s steps, got {seconds} s"
+        )
     return seconds // step

@@ -114,6 +114,10 @@ def test_a_saving_hybrid_has_none_of_names_hybrid_when_it_did_not_run(fortnight:
         (["--tuning-margin", "1.5"], "--tuning-margin"),
         (["--cold-start-sweep", "30s,soon"], "--cold-start-sweep"),
         (["--cold-start-sweep", "5m", "--report-dir", "r"], "writes --json only"),
+        # both said "no finite (actual, predicted) pair" or "windows must be whole data steps"
+        (["--cold-start", "100d"], "lower `cold_start` or give more data"),
+        (["--train-window", "30s"], "`train_window` must be a whole number of the data's"),
+        (["--retrain-every", "30s"], "`retrain_every` must be a whole number of the data's"),
     ],
     ids=[
         "unknown-policy",
@@ -123,6 +127,9 @@ def test_a_saving_hybrid_has_none_of_names_hybrid_when_it_did_not_run(fortnight:
         "margin-over-1",
         "bad-sweep",
         "sweep-report-dir",
+        "lead-past-the-data",
+        "train-window-off-grid",
+        "retrain-off-grid",
     ],
 )
 def test_bad_input_exits_with_one_line(data_file: Path, extra: list[str], message: str) -> None:

@@ -39,7 +39,8 @@ DELETE = object()
 
 CASES = [
     ("negative-capacity", "workloads.0.capacity.capacity_per_replica", -3,
-     r"workloads\[0\] \(chat\)\.capacity: `capacity_per_replica` must be a positive.*-3"),
+     r"workloads\[0\] \(chat\)\.capacity: `capacity_per_replica` must be a finite number "
+     r">= 1e-06 .*got -3"),
     ("bad-duration", "workloads.0.capacity.cold_start", "5 minutes",
      r"workloads\[0\] \(chat\)\.capacity\.cold_start.*'5 minutes'"),
     ("quantile-out-of-range", "workloads.0.capacity.quantile", 1.5,

@@ -215,3 +215,21 @@ def test_a_key_given_twice_is_refused_with_both_lines(tmp_path: Path) -> None:
     path.write_text(text.replace("  step: 5m\n", "  step: 5m\n  step: 1m\n"))
     with pytest.raises(ConfigError, match=r"key 'step' given twice \(first on line 4\)"):
         load_config(path)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"capacity": {"cold_start": "30d"}}, {"policy": {"hold": "30d"}}],
+    ids=["cold-start", "hold"],
+)
+def test_a_lead_window_as_long_as_the_training_window_is_refused(
+    overrides: dict[str, Any],
+) -> None:
+    # training then found "only 0 training rows with an observed target" after the history
+    data = document(evaluation={"train_window": "14d"})
+    workload = data["workloads"][0]
+    workload["capacity"] |= overrides.get("capacity", {})
+    workload |= {k: v for k, v in overrides.items() if k != "capacity"}
+    message = error(data)
+    assert "workload 'chat': its lead window" in message
+    assert "as long as evaluation.train_window (1209600 s)" in message
