@@ -225,6 +225,13 @@ def run_training(
             f"(fingerprint {data_fp}) with the same configuration; nothing to do "
             f"(champion: {champion_before or 'none'}){skipped.note()}"
         )
+        if str(existing.version) != champion_before:
+            # a rerun never promotes (idempotence): say how that version is served if wanted
+            message += (
+                f"; version {existing.version} is not the champion: its gate verdict is in "
+                f"run {existing.run_id}, and setting the {CHAMPION!r} alias on it (MLflow UI, "
+                "or MlflowClient.set_registered_model_alias) serves it"
+            )
         logger.info(message, extra={"model_version": existing.version})
         return TrainResult(
             Outcome.UNCHANGED, name, str(existing.version), existing.run_id, champion_before,

@@ -51,3 +51,16 @@ def test_fail_stops_at_the_missing_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == ExitCode.DATA, result.output
     assert "workload 'code': data file" in result.output and "code.csv" in result.output
+
+
+def test_a_rerun_after_no_promote_says_how_that_version_is_served(tmp_path: Path) -> None:
+    # the rerun is idempotent and never promotes: it said only "nothing to do (champion:
+    # none)", leaving the operator to find the version that passed nothing
+    args = ["train", "--config", str(config_file(tmp_path, "skip")), "--no-progress"]
+    first = CliRunner().invoke(cli, [*args, "--no-promote"])
+    assert first.exit_code == ExitCode.OK, first.output  # not promoted, as asked
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == ExitCode.OK, again.output
+    assert "nothing to do (champion: none)" in again.output
+    assert "version 1 is not the champion" in again.output
+    assert "setting the 'champion' alias on it" in again.output
