@@ -137,6 +137,7 @@ import typing
 from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -161,6 +162,7 @@ from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.workload import DEFAULT_TOLERANCE, TUNED, ColdStart, WorkloadPolicy, WorkloadSpec
 from training.compute import scheduler_address
 from training.documents import dumps
+from training.redaction import redact
 
 logger = logging.getLogger(__name__)
 
@@ -311,7 +313,7 @@ class PrometheusSourceConfig(_Strict):
     @classmethod
     def _http_url(cls, url: str) -> str:
         if not re.match(r"^https?://[^/\s]+", url):
-            raise ValueError(f"must start with http:// or https://, got {url!r}")
+            raise ValueError(f"must start with http:// or https://, got {shown(redact(url))}")
         return url
 
     @model_validator(mode="after")
@@ -321,6 +323,12 @@ class PrometheusSourceConfig(_Strict):
         token = self.bearer_token_file is not None or self.bearer_token_env is not None
         if token and self.basic_auth is not None:
             raise ValueError("a bearer token and `basic_auth` are exclusive: set only one")
+        if (token or self.basic_auth is not None) and urlsplit(self.url).username is not None:
+            # the client sends the URL's user:password as basic auth and drops the token
+            raise ValueError(
+                "`url` holds a user and password, and a bearer token or `basic_auth` is set "
+                f"too: only one would be sent; set one ({shown(redact(self.url))})"
+            )
         if self.insecure and self.ca_bundle is not None:
             raise ValueError("`insecure` and `ca_bundle` are exclusive: set only one")
         if self.backoff_max < self.backoff:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 MASK = "***"
 
@@ -54,3 +55,21 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     text = _AUTH_HEADER.sub(rf"\g<key>{MASK}", text)
     text = _SCHEME_TOKEN.sub(rf"\g<key>{MASK}", text)
     return _SECRET_PARAM.sub(rf"\g<key>{MASK}", text)
+
+
+def redact_document(value: Any) -> Any:
+    """``value`` (JSON-like: dicts, lists, strings, numbers) with :func:`redact` applied to
+    every string in it, keys included.
+
+    Examples
+    --------
+    >>> redact_document({"source": {"url": "http://bob:s3cret@prom:9090"}, "step": 60})
+    {'source': {'url': 'http://***@prom:9090'}, 'step': 60}
+    """
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_document(k): redact_document(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_document(v) for v in value]
+    return value

@@ -26,6 +26,7 @@ from forecaster.exceptions import ConfigError
 from forecaster.workload import WorkloadPolicy
 from training.documents import finite
 from training.exceptions import TrackingError
+from training.redaction import redact_document
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -327,7 +328,8 @@ def log_run(client: MlflowClient, experiment_id: str, record: TrainingRecord) ->
                 metrics["gate.champion_cost"] = decision.champion_cost
             metrics["fit_seconds"] = record.fit_seconds
             mlflow.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)})
-            mlflow.log_dict(config.model_dump(mode="json"), "config/resolved.yaml")
+            # a URL's password (the source's, the store's) is no analyst's to read in the UI
+            mlflow.log_dict(redact_document(config.model_dump(mode="json")), "config/resolved.yaml")
             mlflow.log_dict(
                 finite(_window(history, record.checks, record.data_fingerprint, score)),
                 "data/window.json",

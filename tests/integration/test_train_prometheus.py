@@ -114,7 +114,9 @@ def nothing_registered(tmp_path: Path) -> bool:
 def test_pipeline_pulls_real_prometheus_in_chunks_and_registers_a_champion(
     server: Any, tmp_path: Path
 ) -> None:
-    outcome = train(write_config(tmp_path, server.url))
+    # Prometheus without auth ignores the user and password the URL sends as basic auth
+    url = server.url.replace("http://", "http://prewarm:s3cretPW@")
+    outcome = train(write_config(tmp_path, url))
     assert outcome.exit_code == 0, outcome.output
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert champion_version("prom", uri) == "1"
@@ -126,6 +128,13 @@ def test_pipeline_pulls_real_prometheus_in_chunks_and_registers_a_champion(
     assert run.data.tags["prewarm.source"] == "prometheus"
     # 3 days at 1m with 1,500 points per request: each query needed several chunks.
     assert "pulling 2 workloads from prometheus" in outcome.output
+    # the run's resolved config, which every analyst in the MLflow UI reads, has no password
+    resolved = MlflowClient(tracking_uri=uri).download_artifacts(
+        str(loaded.run_id), "config/resolved.yaml", str(tmp_path)
+    )
+    text = Path(resolved).read_text()
+    assert "http://***@127.0.0.1" in text
+    assert "s3cretPW" not in text and "s3cretPW" not in outcome.output
 
 
 @pytest.fixture

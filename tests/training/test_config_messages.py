@@ -233,3 +233,25 @@ def test_a_lead_window_as_long_as_the_training_window_is_refused(
     message = error(data)
     assert "workload 'chat': its lead window" in message
     assert "as long as evaluation.train_window (1209600 s)" in message
+
+
+@pytest.mark.parametrize(
+    ("source", "named"),
+    [
+        # the client sent the URL's user as basic auth and silently dropped the token
+        (
+            {"url": "http://bob:s3cretPW@prom:9090", "bearer_token_env": "TOKEN"},
+            "`url` holds a user and password, and a bearer token or `basic_auth` is set",
+        ),
+        ({"url": "ftp://bob:s3cretPW@prom:9090"}, "must start with http:// or https://"),
+    ],
+    ids=["url-user-and-token", "scheme"],
+)
+def test_a_prometheus_url_is_refused_without_echoing_its_password(
+    source: dict[str, Any], named: str
+) -> None:
+    data = document()
+    data["source"] |= source
+    message = error(data)
+    assert named in message and "***@prom:9090" in message
+    assert "s3cretPW" not in message

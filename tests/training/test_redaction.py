@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.redaction import redact
+from training.redaction import redact, redact_document
 
 
 @pytest.mark.parametrize(
@@ -43,3 +43,16 @@ def test_known_secrets_are_masked_anywhere() -> None:
 )
 def test_text_without_credentials_is_unchanged(text: str) -> None:
     assert redact(text) == text
+
+
+def test_a_document_is_redacted_in_every_string() -> None:
+    document = {
+        "source": {"url": "http://bob:s3cret@prom:9090", "step": 60},
+        "mlflow": {"tracking_uri": "postgresql://admin:pw2@db/mlflow"},
+        "workloads": [{"demand": "up", "headers": ["Authorization: Bearer abc"]}],
+    }
+    assert redact_document(document) == {
+        "source": {"url": "http://***@prom:9090", "step": 60},
+        "mlflow": {"tracking_uri": "postgresql://***@db/mlflow"},
+        "workloads": [{"demand": "up", "headers": ["Authorization: ***"]}],
+    }
