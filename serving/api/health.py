@@ -67,7 +67,7 @@ def readyz(snapshot: CurrentSnapshot, runtime: RuntimeDep) -> Response:
             "name": snapshot.model_name or runtime.components.config.model_name,
             "version": snapshot.model_version,
             "problem": _model_problem(watcher),
-            "rejectedVersions": sorted(watcher.rejected),
+            "rejectedVersions": watcher.rejected_versions(),
         },
         "lastRefresh": k8s.format_time(snapshot.generated_at) if snapshot.generated_at else None,
         "fresh": fresh,

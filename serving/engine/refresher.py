@@ -2,8 +2,9 @@
 
 Every ``refresh_interval`` the refresher
 
-1. looks up the registry alias when due and swaps in a new model version only after it has
-   planned successfully on the current data (:class:`~serving.engine.models.ModelWatcher`);
+1. swaps in the model version the watcher has loaded, if any, only after it has planned
+   successfully on the current data (:class:`~serving.engine.models.ModelWatcher`, which reads
+   the registry in a thread of its own: a registry outage never holds a refresh up);
 2. fetches the grid points that arrived since the last tick
    (:class:`~serving.engine.window.RollingWindow`);
 3. plans every workload in **one** call of the model, each with the policy registered with
@@ -120,6 +121,8 @@ class Refresher:
         self._fresh: dict[str, bool] = {}
         # The config never changes, so drift only changes with the served model version.
         self._drift_of: tuple[LoadedModel[PlanningModel], dict[str, str]] | None = None
+        # The watcher's counts already recorded on /metrics: it may change them between ticks.
+        self._counted = (0, 0)
         self.planner = ProcessPlanner() if config.plan_in_process else None
         self._fetch_log = Throttle(REFUSAL_LOG_INTERVAL)
 
@@ -189,13 +192,12 @@ class Refresher:
             The published snapshot.
         """
         started = time.perf_counter()
-        now = now or datetime.now(UTC)
         previous = self.store.current
-        reloads, failures = self.watcher.reloads, self.watcher.failures
-        served = self.watcher.poll(self._validate)
-        if self.metrics is not None:
-            self.metrics.model_reloads.labels("loaded").inc(self.watcher.reloads - reloads)
-            self.metrics.model_reloads.labels("rejected").inc(self.watcher.failures - failures)
+        served = self.watcher.adopt(self._validate)
+        self._count_model_changes()
+        # Only now: validating a new version may have fetched and planned for a while, and
+        # points that arrived meanwhile are this tick's to fetch.
+        now = now or datetime.now(UTC)
         problems: dict[str, str] = {}
         forecasts: dict[str, WorkloadForecast] = {}
         drift: dict[str, str] = {}
@@ -265,6 +267,13 @@ class Refresher:
             result = "failed" if not forecasts else ("partial" if problems else "ok")
             self.metrics.refreshes.labels(result).inc()
         return snapshot
+
+    def _count_model_changes(self) -> None:
+        counts = (self.watcher.reloads, self.watcher.failures)
+        if self.metrics is not None:
+            self.metrics.model_reloads.labels("loaded").inc(counts[0] - self._counted[0])
+            self.metrics.model_reloads.labels("rejected").inc(counts[1] - self._counted[1])
+        self._counted = counts
 
     def _log_fetch_failures(self, failed: Mapping[str, Sequence[str]]) -> None:
         """One line per distinct error per minute, naming how many workloads it failed:
@@ -445,7 +454,8 @@ class Refresher:
 
     # -- loop ------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
-        """Refresh every ``refresh_interval`` until ``stop`` is set.
+        """Refresh every ``refresh_interval`` until ``stop`` is set, the registry polled
+        beside (:meth:`ModelWatcher.start <serving.engine.models.ModelWatcher.start>`).
 
         Ticks run in a worker thread, so the event loop keeps answering requests from the
         previous snapshot while a refresh is under way; the two share the interpreter lock,
@@ -456,7 +466,9 @@ class Refresher:
         interval = self.config.serving.refresh_interval
         switch = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL)
+        self.watcher.start()
         try:
+            await self._first_lookup(stop, interval)
             while not stop.is_set():
                 started = time.monotonic()
                 try:
@@ -470,7 +482,22 @@ class Refresher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=delay)
         finally:
+            self.watcher.stop()
             sys.setswitchinterval(switch)
+
+    async def _first_lookup(self, stop: asyncio.Event, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the watcher's first look-up to end, so that the
+        first refresh usually plans with the model instead of publishing "no model" for an
+        interval; the registry's answer is never awaited longer than that."""
+        deadline = time.monotonic() + timeout
+        while not self.watcher.looked_up.is_set() and not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                # The look-up ends in another thread, which cannot wake the event loop; a
+                # short wait on ``stop`` keeps shutdown prompt meanwhile.
+                await asyncio.wait_for(stop.wait(), timeout=min(left, 0.05))
 
     def close(self) -> None:
         """Release the fetch threads, the sources and the planning process."""

@@ -30,6 +30,7 @@ from tests.serving.support import (
     history,
     refresh_config,
     specs,
+    wait_until,
 )
 
 LEVELS = {"chat": 40.0, "embed": 7.0}
@@ -72,7 +73,8 @@ def build(
     registry.add(planner or fit_planner(frame, specs(LEVELS)))
     cfg = refresh_config(LEVELS, **config)
     store = SnapshotStore(empty_snapshot(cfg), Replies)
-    watcher = ModelWatcher(registry, cfg.model_name, poll_interval=0.0)
+    watcher = ModelWatcher(registry, cfg.model_name, poll_interval=float(STEP))
+    watcher.check()  # what the watcher's thread does when the refresher runs
     refresher = Refresher(
         cfg, lambda: source, watcher, store, ServingMetrics(lambda: store.current)
     )
@@ -207,6 +209,7 @@ def test_failed_prediction_never_becomes_a_number(now: pd.Timestamp, result: str
     refresher.tick(now.to_pydatetime())
     # Swapping in a version that cannot plan is refused at validation...
     registry.add(planner)
+    refresher.watcher.check()
     refresher.tick(now.to_pydatetime())
     assert refresher.watcher.current is not None
     assert refresher.watcher.current.version == "1"
@@ -243,13 +246,15 @@ def test_corrupt_new_version_keeps_the_old_one_serving(now: pd.Timestamp) -> Non
     refresher, _, registry = build(now)
     refresher.tick(now.to_pydatetime())
     registry.add(ModelLoadFailedError("artifact missing"))
+    refresher.watcher.check()
     snapshot = refresher.tick(now.to_pydatetime())
     assert snapshot.model_version == "1"
     assert snapshot.forecast("chat").model_version == "1"
     assert "version 2 rejected" in (refresher.watcher.last_error or "")
     loads = registry.loads
+    refresher.watcher.check()
     refresher.tick(now.to_pydatetime())
-    assert registry.loads == loads  # a rejected version is not reloaded every tick
+    assert registry.loads == loads  # a rejected version is not reloaded at every look-up
 
 
 def test_good_new_version_is_swapped_in(now: pd.Timestamp) -> None:
@@ -257,9 +262,35 @@ def test_good_new_version_is_swapped_in(now: pd.Timestamp) -> None:
     refresher.tick(now.to_pydatetime())
     frame = history(LEVELS, now, 200)
     registry.add(fit_planner(frame, specs(LEVELS)))
+    refresher.watcher.check()
     snapshot = refresher.tick(now.to_pydatetime())
     assert snapshot.model_version == "2"
     assert snapshot.forecast("embed").model_version == "2"
+
+
+class ArrivalDuringValidation(CountingPlanner):
+    """Plans for the first time (the validation of the new version) only once the clock has
+    entered a later grid cell, whose point then arrives at the source."""
+
+    source: FrameSource
+
+    def plan(self, frame: pd.DataFrame) -> pd.DataFrame:
+        if not self.calls:
+            began = pd.Timestamp.now(tz="UTC").floor(f"{STEP}s")
+            wait_until(lambda: pd.Timestamp.now(tz="UTC").floor(f"{STEP}s") > began, timeout=60)
+            self.source.extend(pd.Timestamp.now(tz="UTC"), LEVELS)
+        return super().plan(frame)
+
+
+def test_a_tick_fetches_what_arrived_while_it_validated_a_new_version(now: pd.Timestamp) -> None:
+    frame = history(LEVELS, now, 200)
+    planner = ArrivalDuringValidation(fit_planner(frame, specs(LEVELS)))
+    refresher, source, _ = build(now, planner)
+    planner.source = source
+    snapshot = refresher.tick()
+    arrived = source.frame["timestamp"].max()
+    assert arrived > now.floor(f"{STEP}s")
+    assert snapshot.states["chat"].last_data == arrived
 
 
 def test_unknown_workload_and_waiting_state(now: pd.Timestamp) -> None:
