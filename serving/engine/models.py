@@ -9,7 +9,9 @@ model is a :class:`~training.registry.LoadedModel` of a
 :class:`ModelWatcher` polls the alias in a thread of its own. When it moves, the new version
 is loaded there, and must plan on the current data (on the refresh path, which never waits
 for the registry) before it replaces the model in use; if loading or planning fails, the last
-good model keeps serving and the bad version is not retried until the alias moves again.
+good model keeps serving. A refused version is tried again after a delay that doubles from
+the poll interval up to :data:`RETRY_CAP`: what refused it may pass (an artifact store that
+was briefly unreachable, a window of bad data), and it is served once it loads and plans.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from forecaster.exceptions import PrewarmError
@@ -26,6 +29,7 @@ from training.redaction import redact
 from training.registry import LoadedModel, PlanningModel
 
 __all__ = [
+    "RETRY_CAP",
     "MlflowRegistry",
     "ModelLoadFailedError",
     "ModelRegistry",
@@ -33,6 +37,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+RETRY_CAP = 900.0
+"""Longest delay, in seconds, before a refused version is tried again: a version refused for
+a passing reason is served within a quarter of an hour of that reason passing, and a broken
+one costs a load every quarter of an hour."""
 
 
 class ModelRegistry(Protocol):
@@ -89,7 +98,10 @@ class ModelWatcher:
     name : str
         Registered model name.
     poll_interval : float
-        Seconds between two alias look-ups.
+        Seconds between two alias look-ups; also the first delay before a refused version
+        is tried again.
+    retry_cap : float, default RETRY_CAP
+        Longest delay before a refused version is tried again (at least ``poll_interval``).
     clock : callable, default time.monotonic
         Monotonic seconds.
     """
@@ -100,14 +112,18 @@ class ModelWatcher:
         name: str,
         *,
         poll_interval: float = 60.0,
+        retry_cap: float = RETRY_CAP,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.registry = registry
         self.name = name
         self.poll_interval = poll_interval
+        self.retry_cap = max(retry_cap, poll_interval)
         self._clock = clock
         self.current: LoadedModel[PlanningModel] | None = None
         self.rejected: dict[str, str] = {}
+        """Version -> why it was refused, until it loads and plans."""
+        self._retry: dict[str, _Retry] = {}
         self.last_error: str | None = None
         self.reloads = 0
         self.failures = 0
@@ -188,7 +204,14 @@ class ModelWatcher:
                 # failure is over.
                 self.last_error = None
                 return False
-            return self._candidate is None and version not in self.rejected
+            if self._candidate is not None:
+                return False
+            retry = self._retry.get(version)
+            if retry is not None and self._clock() < retry.at:
+                # Still refused: say so, rather than an earlier look-up failure that is over.
+                self.last_error = self._refusal(version)
+                return False
+            return True
 
     def _load(self, version: str) -> None:
         try:
@@ -233,6 +256,8 @@ class ModelWatcher:
             previous, self.current = self.current, candidate
             self.reloads += 1
             self.last_error = None
+            self.rejected.pop(candidate.version, None)
+            self._retry.pop(candidate.version, None)
         logger.info(
             "model version loaded",
             extra={
@@ -246,14 +271,20 @@ class ModelWatcher:
     def _reject(
         self, version: str, exc: Exception, drop: LoadedModel[PlanningModel] | None = None
     ) -> None:
-        """Record ``version`` as refused for ``exc`` (and stop ``drop`` from waiting)."""
+        """Record ``version`` as refused for ``exc`` until its next try (and stop ``drop``
+        from waiting). ``failures`` counts versions refused, not their failed tries."""
         message = redact(f"{type(exc).__name__}: {exc}")
         with self._lock:
             if drop is not None and self._candidate is drop:
                 self._candidate = None
-            self.failures += 1
+            if version not in self.rejected:
+                self.failures += 1
             self.rejected[version] = message
-            self.last_error = f"model {self.name!r} version {version} rejected: {message}"
+            previous = self._retry.get(version)
+            delay = self.poll_interval if previous is None else previous.delay * 2
+            delay = min(delay, self.retry_cap)
+            self._retry[version] = _Retry(self._clock() + delay, delay)
+            self.last_error = self._refusal(version)
             serving = self.current.version if self.current else None
         logger.error(
             "model version rejected, keeping the current one",
@@ -262,10 +293,22 @@ class ModelWatcher:
                 "model_version": version,
                 "serving_version": serving,
                 "error": message,
+                "retry_in_seconds": delay,
             },
         )
+
+    def _refusal(self, version: str) -> str:
+        return f"model {self.name!r} version {version} rejected: {self.rejected[version]}"
 
     def rejected_versions(self) -> list[str]:
         """The versions refused so far, sorted (safe to call while the poller runs)."""
         with self._lock:
             return sorted(self.rejected)
+
+
+@dataclass(frozen=True)
+class _Retry:
+    """When a refused version is tried next, and the delay that led there (doubled next)."""
+
+    at: float
+    delay: float

@@ -78,3 +78,103 @@ def test_a_waiting_version_is_loaded_once(planner: object) -> None:
     served = watcher.adopt(accept)
     watcher.check()
     assert served is not None and served.version == "1" and registry.loads == 1
+
+
+class Clock:
+    """Monotonic seconds that move only when told."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FailingLoads(DictRegistry):
+    """Fails to load the next ``failing`` times, the way an unreachable artifact store does."""
+
+    failing = 0
+
+    def load(self, name: str, version: str) -> LoadedModel[PlanningModel]:
+        if self.failing:
+            self.failing -= 1
+            self.loads += 1
+            raise ConnectionError("artifact store unreachable")
+        return super().load(name, version)
+
+
+def polled(watcher: ModelWatcher, clock: Clock, until: float, every: float) -> None:
+    """Look up every ``every`` seconds until ``until``, as the watcher's thread does."""
+    while clock.now + every <= until:
+        clock.now += every
+        watcher.check()
+
+
+def test_a_version_that_failed_to_load_is_tried_again_after_a_backoff(planner: object) -> None:
+    clock = Clock()
+    registry = FailingLoads("m")
+    registry.add(planner)
+    registry.failing = 2
+    watcher = ModelWatcher(registry, "m", poll_interval=60.0, clock=clock)
+    watcher.check()  # t=0: refused, tried again 60 s later
+    assert watcher.adopt(accept) is None
+    assert watcher.rejected_versions() == ["1"]
+    assert "version 1 rejected: ConnectionError: artifact store unreachable" in (
+        watcher.last_error or ""
+    )
+    clock.now = 59.0
+    watcher.check()
+    assert registry.loads == 1  # not before the delay
+    clock.now = 60.0
+    watcher.check()  # t=60: refused again, the delay doubles to 120 s
+    assert registry.loads == 2 and watcher.rejected_versions() == ["1"]
+    polled(watcher, clock, until=179.0, every=1.0)
+    assert registry.loads == 2
+    clock.now = 180.0
+    watcher.check()  # t=180: it loads
+    served = watcher.adopt(accept)
+    assert served is not None and served.version == "1"
+    assert watcher.rejected_versions() == [] and watcher.last_error is None
+    # One version refused, however many of its tries failed; one loaded.
+    assert (watcher.failures, watcher.reloads) == (1, 1)
+
+
+def test_a_version_refused_on_bad_data_is_served_once_it_plans(planner: object) -> None:
+    clock = Clock()
+    registry = DictRegistry("m")
+    registry.add(planner)
+    watcher = ModelWatcher(registry, "m", poll_interval=60.0, clock=clock)
+    bad_data = [True]
+
+    def validate(candidate: LoadedModel[PlanningModel]) -> None:
+        if bad_data[0]:
+            raise ValueError("negative demand at rows 3")
+
+    watcher.check()
+    assert watcher.adopt(validate) is None
+    assert watcher.rejected_versions() == ["1"]
+    bad_data[0] = False  # the bad points slid out of the window
+    polled(watcher, clock, until=60.0, every=15.0)
+    served = watcher.adopt(validate)
+    assert served is not None and served.version == "1"
+    assert watcher.rejected_versions() == []
+
+
+def test_the_delay_between_tries_doubles_up_to_the_cap(planner: object) -> None:
+    clock = Clock()
+    registry = FailingLoads("m")
+    registry.add(planner)
+    registry.failing = 10**6  # broken for good
+    watcher = ModelWatcher(registry, "m", poll_interval=60.0, retry_cap=300.0, clock=clock)
+    tried = []
+    watcher.check()
+    tried.append(clock.now)
+    while clock.now < 1400.0:
+        clock.now += 60.0
+        loads = registry.loads
+        watcher.check()
+        if registry.loads > loads:
+            tried.append(clock.now)
+    # Delays of 60, 120, 240, then 300 s (the cap) for good.
+    assert tried == [0.0, 60.0, 180.0, 420.0, 720.0, 1020.0, 1320.0]
+    assert watcher.failures == 1

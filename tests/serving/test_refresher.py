@@ -73,7 +73,8 @@ def build(
     registry.add(planner or fit_planner(frame, specs(LEVELS)))
     cfg = refresh_config(LEVELS, **config)
     store = SnapshotStore(empty_snapshot(cfg), Replies)
-    watcher = ModelWatcher(registry, cfg.model_name, poll_interval=float(STEP))
+    # A clock that stands still: a refused version is not due again within a test.
+    watcher = ModelWatcher(registry, cfg.model_name, poll_interval=float(STEP), clock=lambda: 0.0)
     watcher.check()  # what the watcher's thread does when the refresher runs
     refresher = Refresher(
         cfg, lambda: source, watcher, store, ServingMetrics(lambda: store.current)
