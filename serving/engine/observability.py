@@ -221,6 +221,13 @@ class ServingMetrics:
             ["workload"],
             registry=registry,
         )
+        self.refused_values = Counter(
+            "prewarm_refused_values",
+            "Values received that the data contract refuses (negative or infinite demand, a "
+            "value of 1e12 or more), kept as missing, per workload",
+            ["workload"],
+            registry=registry,
+        )
         self.prediction_errors = Counter(
             "prewarm_prediction_errors",
             "Plans that failed or gave an unusable value, per workload",

@@ -42,7 +42,13 @@ from serving.engine.models import ModelWatcher
 from serving.engine.observability import REFUSAL_LOG_INTERVAL, ServingMetrics, Throttle
 from serving.engine.planner import ProcessPlanner
 from serving.engine.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
-from serving.engine.window import History, HistorySource, RollingWindow, WorkloadQuery
+from serving.engine.window import (
+    FetchOutcome,
+    History,
+    HistorySource,
+    RollingWindow,
+    WorkloadQuery,
+)
 from serving.settings import RefreshConfig
 from training.redaction import redact
 from training.registry import LoadedModel, PlanningModel
@@ -125,6 +131,9 @@ class Refresher:
         self._counted = (0, 0)
         self.planner = ProcessPlanner() if config.plan_in_process else None
         self._fetch_log = Throttle(REFUSAL_LOG_INTERVAL)
+        if metrics is not None:
+            for name in self.workloads:  # each series from 0, so that increase() sees the first
+                metrics.refused_values.labels(name)
 
     # -- window ----------------------------------------------------------------------------
     def _window_for(self, model: PlanningModel) -> RollingWindow:
@@ -170,7 +179,7 @@ class Refresher:
             )
         window = self._window_for(model)
         if window is not self.window:
-            window.update(pd.Timestamp.now(tz="UTC"))
+            self._count_refused(window.update(pd.Timestamp.now(tz="UTC")))
         names = self._plannable(model, window)
         if names:
             plan = model.plan(window.frame(names))
@@ -211,6 +220,7 @@ class Refresher:
             window = self._window_for(served.model)
             self._adopt(window)
             outcome = window.update(pd.Timestamp(now))
+            self._count_refused(outcome)
             if self.metrics is not None:
                 self.metrics.fetch_duration.observe(outcome.seconds)
             failed: dict[str, list[str]] = {}
@@ -274,6 +284,11 @@ class Refresher:
             self.metrics.model_reloads.labels("loaded").inc(counts[0] - self._counted[0])
             self.metrics.model_reloads.labels("rejected").inc(counts[1] - self._counted[1])
         self._counted = counts
+
+    def _count_refused(self, outcome: FetchOutcome) -> None:
+        if self.metrics is not None:
+            for name, count in outcome.refused.items():
+                self.metrics.refused_values.labels(name).inc(count)
 
     def _log_fetch_failures(self, failed: Mapping[str, Sequence[str]]) -> None:
         """One line per distinct error per minute, naming how many workloads it failed:
