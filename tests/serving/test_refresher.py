@@ -32,6 +32,7 @@ from tests.serving.support import (
     specs,
     wait_until,
 )
+from training.sources.files import FileSource
 
 LEVELS = {"chat": 40.0, "embed": 7.0}
 
@@ -292,6 +293,38 @@ def test_a_tick_fetches_what_arrived_while_it_validated_a_new_version(now: pd.Ti
     arrived = source.frame["timestamp"].max()
     assert arrived > now.floor(f"{STEP}s")
     assert snapshot.states["chat"].last_data == arrived
+
+
+def test_file_sources_follow_their_files_while_serving(now: pd.Timestamp, tmp_path: Path) -> None:
+    frame = history(LEVELS, now, 200)
+    files = {name: tmp_path / f"{name}.csv" for name in LEVELS}
+
+    def save(name: str, part: pd.DataFrame, mode: str = "w") -> None:
+        part[["timestamp", "value"]].to_csv(files[name], index=False, mode=mode, header=mode == "w")
+
+    save("chat", frame[frame["series"] == "chat"])  # embed's file is not there yet
+    registry = DictRegistry("prewarm-test")
+    registry.add(fit_planner(frame, specs(LEVELS)))
+    config = refresh_config(LEVELS)
+    store = SnapshotStore(empty_snapshot(config), Replies)
+    watcher = ModelWatcher(registry, config.model_name)
+    watcher.check()
+    refresher = Refresher(config, lambda: FileSource(files=files), watcher, store)
+    try:
+        snapshot = refresher.tick(now.to_pydatetime())
+        with pytest.raises(ForecastUnavailableError, match=r"embed\.csv' does not exist"):
+            snapshot.forecast("embed", now.to_pydatetime())
+        save("embed", frame[frame["series"] == "embed"])
+        snapshot = refresher.tick(now.to_pydatetime())
+        assert snapshot.forecast("embed", now.to_pydatetime()).desired_replicas >= 1
+        # Rows appended to a file are read at the next refresh.
+        later = now.floor(f"{STEP}s") + pd.Timedelta(seconds=3 * STEP)
+        times = pd.date_range(now.floor(f"{STEP}s"), later, freq=f"{STEP}s")[1:]
+        save("chat", pd.DataFrame({"timestamp": times, "value": 41.0}), mode="a")
+        snapshot = refresher.tick(later.to_pydatetime())
+        assert snapshot.states["chat"].last_data == later
+    finally:
+        refresher.close()
 
 
 def test_unknown_workload_and_waiting_state(now: pd.Timestamp) -> None:
