@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from forecaster.metrics import pinball_loss
@@ -111,6 +111,27 @@ class _SnapshotCollector(Collector):
         yield from (demand, replicas, band, lead, age, fresh, drift, shadow)
 
 
+class _ModelChangesCollector(Collector):
+    """``prewarm_model_reloads_total`` read from the model watcher's counts at scrape time, so
+    that it agrees with ``/readyz`` at every moment: the watcher refuses a version in its own
+    thread, between two refreshes."""
+
+    def __init__(self, counts: Callable[[], tuple[int, int]]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        loaded, rejected = self._counts()
+        family = CounterMetricFamily(
+            "prewarm_model_reloads",
+            "Model version changes, by result (loaded; rejected: versions refused, each once "
+            "however often it is tried again)",
+            labels=["result"],
+        )
+        family.add_metric(["loaded"], loaded)
+        family.add_metric(["rejected"], rejected)
+        yield family
+
+
 class Throttle:
     """Lets one event per key through per interval and counts the others.
 
@@ -189,10 +210,17 @@ class ServingMetrics:
     refusal_log : Throttle or None
         How often a refusal is logged per workload and reason; default once per
         :data:`REFUSAL_LOG_INTERVAL` seconds.
+    model_changes : callable or None
+        Returns the versions loaded and refused so far (the model watcher's ``reloads`` and
+        ``failures``), exported as ``prewarm_model_reloads_total``; None exports zeros.
     """
 
     def __init__(
-        self, snapshot: Callable[[], Snapshot], *, refusal_log: Throttle | None = None
+        self,
+        snapshot: Callable[[], Snapshot],
+        *,
+        refusal_log: Throttle | None = None,
+        model_changes: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
         self.refusal_log = refusal_log or Throttle(REFUSAL_LOG_INTERVAL)
         self.registry = CollectorRegistry(auto_describe=True)
@@ -247,12 +275,6 @@ class ServingMetrics:
             ["name", "version"],
             registry=registry,
         )
-        self.model_reloads = Counter(
-            "prewarm_model_reloads",
-            "Model version changes, by result (loaded, rejected)",
-            ["result"],
-            registry=registry,
-        )
         self.abs_error = Summary(
             "prewarm_forecast_abs_error",
             "Absolute error of the forecast issued one lead time ago against the demand that "
@@ -281,6 +303,7 @@ class ServingMetrics:
             registry=registry,
         )
         registry.register(_SnapshotCollector(snapshot))
+        registry.register(_ModelChangesCollector(model_changes or (lambda: (0, 0))))
         self._model: tuple[str, str] | None = None
 
     def refused(self, api: str, workload: str, exc: ForecastUnavailableError) -> None:

@@ -127,8 +127,6 @@ class Refresher:
         self._fresh: dict[str, bool] = {}
         # The config never changes, so drift only changes with the served model version.
         self._drift_of: tuple[LoadedModel[PlanningModel], dict[str, str]] | None = None
-        # The watcher's counts already recorded on /metrics: it may change them between ticks.
-        self._counted = (0, 0)
         self.planner = ProcessPlanner() if config.plan_in_process else None
         self._fetch_log = Throttle(REFUSAL_LOG_INTERVAL)
         if metrics is not None:
@@ -203,7 +201,6 @@ class Refresher:
         started = time.perf_counter()
         previous = self.store.current
         served = self.watcher.adopt(self._validate)
-        self._count_model_changes()
         # Only now: validating a new version may have fetched and planned for a while, and
         # points that arrived meanwhile are this tick's to fetch.
         now = now or datetime.now(UTC)
@@ -277,13 +274,6 @@ class Refresher:
             result = "failed" if not forecasts else ("partial" if problems else "ok")
             self.metrics.refreshes.labels(result).inc()
         return snapshot
-
-    def _count_model_changes(self) -> None:
-        counts = (self.watcher.reloads, self.watcher.failures)
-        if self.metrics is not None:
-            self.metrics.model_reloads.labels("loaded").inc(counts[0] - self._counted[0])
-            self.metrics.model_reloads.labels("rejected").inc(counts[1] - self._counted[1])
-        self._counted = counts
 
     def _count_refused(self, outcome: FetchOutcome) -> None:
         if self.metrics is not None:

@@ -8,9 +8,19 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from prometheus_client import generate_latest
 
+from serving.api.runtime import Runtime, ServingComponents
 from serving.engine.models import ModelWatcher
-from tests.serving.support import DictRegistry, fit_planner, history, specs
+from serving.settings import ServingSettings
+from tests.serving.support import (
+    DictRegistry,
+    FrameSource,
+    fit_planner,
+    history,
+    refresh_config,
+    specs,
+)
 from training.registry import LoadedModel, PlanningModel
 
 LEVELS = {"chat": 40.0}
@@ -178,3 +188,19 @@ def test_the_delay_between_tries_doubles_up_to_the_cap(planner: object) -> None:
     # Delays of 60, 120, 240, then 300 s (the cap) for good.
     assert tried == [0.0, 60.0, 180.0, 420.0, 720.0, 1020.0, 1320.0]
     assert watcher.failures == 1
+
+
+def test_metrics_count_a_refused_version_when_it_is_refused(planner: object) -> None:
+    # /readyz lists a refused version as soon as the watcher's thread refuses it; the counter
+    # says the same at that moment, not a refresh later.
+    registry = FailingLoads("prewarm-test")
+    registry.add(planner)
+    registry.failing = 1
+    source = FrameSource(history(LEVELS, pd.Timestamp("2025-05-01T06:00:00Z"), 10))
+    components = ServingComponents(refresh_config(LEVELS), lambda: source, registry)
+    runtime = Runtime.build(ServingSettings(grpc_port=None), components)
+    runtime.watcher.check()
+    exported = generate_latest(runtime.metrics.registry).decode()
+    assert runtime.watcher.rejected_versions() == ["1"]
+    assert 'prewarm_model_reloads_total{result="rejected"} 1.0' in exported
+    assert 'prewarm_model_reloads_total{result="loaded"} 0.0' in exported
