@@ -119,7 +119,9 @@ def test_refreshes_go_on_without_a_model_while_the_first_look_up_hangs() -> None
             refused = http.get(METRIC)
             assert refused.status_code == 503
             assert "no model 'prewarm-test' loaded yet" in refused.json()["message"]
-            assert http.get("/readyz").json()["stale"] == {"chat": "no_model"}
+            ready = http.get("/readyz").json()
+            assert ready["stale"] == {"chat": "no_model"}
+            assert ready["model"]["problem"] == "no_model"  # though no look-up failed yet
         server.should_exit = True
         thread.join(timeout=20)
         assert not thread.is_alive(), "shutdown waited for the hanging registry look-up"
