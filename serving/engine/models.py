@@ -195,7 +195,8 @@ class ModelWatcher:
         return version
 
     def _due(self, version: str) -> bool:
-        """Whether ``version`` has to be loaded: not served, not waiting, not rejected."""
+        """Whether ``version`` has to be loaded: not served, not waiting for :meth:`adopt`, and
+        not refused, or refused and due for its next try."""
         with self._lock:
             if self._candidate is not None and self._candidate.version != version:
                 self._candidate = None  # the alias moved on (or back) before it was adopted
@@ -301,7 +302,8 @@ class ModelWatcher:
         return f"model {self.name!r} version {version} rejected: {self.rejected[version]}"
 
     def rejected_versions(self) -> list[str]:
-        """The versions refused so far, sorted (safe to call while the poller runs)."""
+        """The versions refused and not served since, sorted (safe to call while the poller
+        runs)."""
         with self._lock:
             return sorted(self.rejected)
 
