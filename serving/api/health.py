@@ -34,11 +34,12 @@ def healthz() -> Response:
 
 
 def _model_problem(watcher: ModelWatcher) -> str | None:
-    """The category of the registry's last problem: ``no_model`` while nothing is loaded,
-    ``registry_error`` when a loaded model is served but the last lookup or load failed."""
-    if watcher.last_error is None:
-        return None
-    return "no_model" if watcher.current is None else "registry_error"
+    """The category of the registry's last problem: ``no_model`` while nothing is loaded
+    (a first look-up that hangs included: it has no error yet), ``registry_error`` when a
+    loaded model is served but the last lookup or load failed."""
+    if watcher.current is None:
+        return "no_model"
+    return None if watcher.last_error is None else "registry_error"
 
 
 @router.get("/readyz")
@@ -67,7 +68,7 @@ def readyz(snapshot: CurrentSnapshot, runtime: RuntimeDep) -> Response:
             "name": snapshot.model_name or runtime.components.config.model_name,
             "version": snapshot.model_version,
             "problem": _model_problem(watcher),
-            "rejectedVersions": sorted(watcher.rejected),
+            "rejectedVersions": watcher.rejected_versions(),
         },
         "lastRefresh": k8s.format_time(snapshot.generated_at) if snapshot.generated_at else None,
         "fresh": fresh,

@@ -73,9 +73,11 @@ class Runtime:
         """Assemble the runtime (no I/O: nothing is fetched or loaded yet)."""
         config = components.config
         store = SnapshotStore(empty_snapshot(config, shadow=settings.shadow), Replies)
-        metrics = ServingMetrics(lambda: store.current)
         watcher = ModelWatcher(
             components.registry, config.model_name, poll_interval=config.serving.poll_model_every
+        )
+        metrics = ServingMetrics(
+            lambda: store.current, model_changes=lambda: (watcher.reloads, watcher.failures)
         )
         refresher = Refresher(
             config, components.source_factory, watcher, store, metrics, shadow=settings.shadow

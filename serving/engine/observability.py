@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from forecaster.metrics import pinball_loss
@@ -111,6 +111,27 @@ class _SnapshotCollector(Collector):
         yield from (demand, replicas, band, lead, age, fresh, drift, shadow)
 
 
+class _ModelChangesCollector(Collector):
+    """``prewarm_model_reloads_total`` read from the model watcher's counts at scrape time, so
+    that it agrees with ``/readyz`` at every moment: the watcher refuses a version in its own
+    thread, between two refreshes."""
+
+    def __init__(self, counts: Callable[[], tuple[int, int]]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        loaded, rejected = self._counts()
+        family = CounterMetricFamily(
+            "prewarm_model_reloads",
+            "Model version changes, by result (loaded; rejected: versions refused, each once "
+            "however often it is tried again)",
+            labels=["result"],
+        )
+        family.add_metric(["loaded"], loaded)
+        family.add_metric(["rejected"], rejected)
+        yield family
+
+
 class Throttle:
     """Lets one event per key through per interval and counts the others.
 
@@ -189,10 +210,17 @@ class ServingMetrics:
     refusal_log : Throttle or None
         How often a refusal is logged per workload and reason; default once per
         :data:`REFUSAL_LOG_INTERVAL` seconds.
+    model_changes : callable or None
+        Returns the versions loaded and refused so far (the model watcher's ``reloads`` and
+        ``failures``), exported as ``prewarm_model_reloads_total``; None exports zeros.
     """
 
     def __init__(
-        self, snapshot: Callable[[], Snapshot], *, refusal_log: Throttle | None = None
+        self,
+        snapshot: Callable[[], Snapshot],
+        *,
+        refusal_log: Throttle | None = None,
+        model_changes: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
         self.refusal_log = refusal_log or Throttle(REFUSAL_LOG_INTERVAL)
         self.registry = CollectorRegistry(auto_describe=True)
@@ -221,6 +249,13 @@ class ServingMetrics:
             ["workload"],
             registry=registry,
         )
+        self.refused_values = Counter(
+            "prewarm_refused_values",
+            "Values received that the data contract refuses (negative or infinite demand, a "
+            "value of 1e12 or more), kept as missing, per workload",
+            ["workload"],
+            registry=registry,
+        )
         self.prediction_errors = Counter(
             "prewarm_prediction_errors",
             "Plans that failed or gave an unusable value, per workload",
@@ -238,12 +273,6 @@ class ServingMetrics:
             "prewarm_model_info",
             "The model version being served (value 1)",
             ["name", "version"],
-            registry=registry,
-        )
-        self.model_reloads = Counter(
-            "prewarm_model_reloads",
-            "Model version changes, by result (loaded, rejected)",
-            ["result"],
             registry=registry,
         )
         self.abs_error = Summary(
@@ -274,6 +303,7 @@ class ServingMetrics:
             registry=registry,
         )
         registry.register(_SnapshotCollector(snapshot))
+        registry.register(_ModelChangesCollector(model_changes or (lambda: (0, 0))))
         self._model: tuple[str, str] | None = None
 
     def refused(self, api: str, workload: str, exc: ForecastUnavailableError) -> None:

@@ -2,8 +2,9 @@
 
 Every ``refresh_interval`` the refresher
 
-1. looks up the registry alias when due and swaps in a new model version only after it has
-   planned successfully on the current data (:class:`~serving.engine.models.ModelWatcher`);
+1. swaps in the model version the watcher has loaded, if any, only after it has planned
+   successfully on the current data (:class:`~serving.engine.models.ModelWatcher`, which reads
+   the registry in a thread of its own: a registry outage never holds a refresh up);
 2. fetches the grid points that arrived since the last tick
    (:class:`~serving.engine.window.RollingWindow`);
 3. plans every workload in **one** call of the model, each with the policy registered with
@@ -41,7 +42,13 @@ from serving.engine.models import ModelWatcher
 from serving.engine.observability import REFUSAL_LOG_INTERVAL, ServingMetrics, Throttle
 from serving.engine.planner import ProcessPlanner
 from serving.engine.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
-from serving.engine.window import History, HistorySource, RollingWindow, WorkloadQuery
+from serving.engine.window import (
+    FetchOutcome,
+    History,
+    HistorySource,
+    RollingWindow,
+    WorkloadQuery,
+)
 from serving.settings import RefreshConfig
 from training.redaction import redact
 from training.registry import LoadedModel, PlanningModel
@@ -122,6 +129,9 @@ class Refresher:
         self._drift_of: tuple[LoadedModel[PlanningModel], dict[str, str]] | None = None
         self.planner = ProcessPlanner() if config.plan_in_process else None
         self._fetch_log = Throttle(REFUSAL_LOG_INTERVAL)
+        if metrics is not None:
+            for name in self.workloads:  # each series from 0, so that increase() sees the first
+                metrics.refused_values.labels(name)
 
     # -- window ----------------------------------------------------------------------------
     def _window_for(self, model: PlanningModel) -> RollingWindow:
@@ -167,7 +177,7 @@ class Refresher:
             )
         window = self._window_for(model)
         if window is not self.window:
-            window.update(pd.Timestamp.now(tz="UTC"))
+            self._count_refused(window.update(pd.Timestamp.now(tz="UTC")))
         names = self._plannable(model, window)
         if names:
             plan = model.plan(window.frame(names))
@@ -189,13 +199,11 @@ class Refresher:
             The published snapshot.
         """
         started = time.perf_counter()
-        now = now or datetime.now(UTC)
         previous = self.store.current
-        reloads, failures = self.watcher.reloads, self.watcher.failures
-        served = self.watcher.poll(self._validate)
-        if self.metrics is not None:
-            self.metrics.model_reloads.labels("loaded").inc(self.watcher.reloads - reloads)
-            self.metrics.model_reloads.labels("rejected").inc(self.watcher.failures - failures)
+        served = self.watcher.adopt(self._validate)
+        # Only now: validating a new version may have fetched and planned for a while, and
+        # points that arrived meanwhile are this tick's to fetch.
+        now = now or datetime.now(UTC)
         problems: dict[str, str] = {}
         forecasts: dict[str, WorkloadForecast] = {}
         drift: dict[str, str] = {}
@@ -209,6 +217,7 @@ class Refresher:
             window = self._window_for(served.model)
             self._adopt(window)
             outcome = window.update(pd.Timestamp(now))
+            self._count_refused(outcome)
             if self.metrics is not None:
                 self.metrics.fetch_duration.observe(outcome.seconds)
             failed: dict[str, list[str]] = {}
@@ -265,6 +274,11 @@ class Refresher:
             result = "failed" if not forecasts else ("partial" if problems else "ok")
             self.metrics.refreshes.labels(result).inc()
         return snapshot
+
+    def _count_refused(self, outcome: FetchOutcome) -> None:
+        if self.metrics is not None:
+            for name, count in outcome.refused.items():
+                self.metrics.refused_values.labels(name).inc(count)
 
     def _log_fetch_failures(self, failed: Mapping[str, Sequence[str]]) -> None:
         """One line per distinct error per minute, naming how many workloads it failed:
@@ -445,7 +459,8 @@ class Refresher:
 
     # -- loop ------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
-        """Refresh every ``refresh_interval`` until ``stop`` is set.
+        """Refresh every ``refresh_interval`` until ``stop`` is set, the registry polled
+        beside (:meth:`ModelWatcher.start <serving.engine.models.ModelWatcher.start>`).
 
         Ticks run in a worker thread, so the event loop keeps answering requests from the
         previous snapshot while a refresh is under way; the two share the interpreter lock,
@@ -456,7 +471,9 @@ class Refresher:
         interval = self.config.serving.refresh_interval
         switch = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL)
+        self.watcher.start()
         try:
+            await self._first_lookup(stop, interval)
             while not stop.is_set():
                 started = time.monotonic()
                 try:
@@ -470,7 +487,22 @@ class Refresher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=delay)
         finally:
+            self.watcher.stop()
             sys.setswitchinterval(switch)
+
+    async def _first_lookup(self, stop: asyncio.Event, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the watcher's first look-up to end, so that the
+        first refresh usually plans with the model instead of publishing "no model" for an
+        interval; the registry's answer is never awaited longer than that."""
+        deadline = time.monotonic() + timeout
+        while not self.watcher.looked_up.is_set() and not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                # The look-up ends in another thread, which cannot wake the event loop; a
+                # short wait on ``stop`` keeps shutdown prompt meanwhile.
+                await asyncio.wait_for(stop.wait(), timeout=min(left, 0.05))
 
     def close(self) -> None:
         """Release the fetch threads, the sources and the planning process."""

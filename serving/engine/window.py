@@ -12,6 +12,13 @@ that answer query by query (Prometheus) working in parallel. If a batch fails, i
 are fetched again one by one, so one broken query does not hold the others back. Each worker
 thread owns its source instance, because the Prometheus source keeps an HTTP session that
 is not thread-safe.
+
+Values the data contract refuses (:func:`forecaster.frame.validate_frame`: negative or
+infinite demand, any value of :data:`~forecaster.frame.MAX_VALUE` or more in magnitude) are
+kept as missing, like a NaN: left in, a few of them from a broken exporter would make every
+plan of the workload fail until they slid out of the window, a week later. Missing, they
+follow the rules of any gap: the last forecast is served until the data is older than
+``max_staleness``, then the metric answers the hold error.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from forecaster.frame import MAX_VALUE
 from training.sources.base import HistorySource
 
 __all__ = ["FetchOutcome", "History", "HistorySource", "RollingWindow", "WorkloadQuery"]
@@ -66,11 +74,15 @@ class FetchOutcome:
         Grid points appended (over all workloads).
     seconds : float
         Wall time of the fetch.
+    refused : dict of str to int
+        Workload -> values received for the first time this tick that the data contract
+        refuses, kept as missing.
     """
 
     errors: dict[str, str]
     new_points: int
     seconds: float
+    refused: dict[str, int] = field(default_factory=dict)
 
 
 class RollingWindow:
@@ -125,6 +137,13 @@ class RollingWindow:
         # them several times per workload per tick.
         self._last_stamp: dict[str, pd.Timestamp] = {}
         self._parts: dict[str, _Part] = {}
+        # Per workload: the newest grid second with a refused value (the cells after the last
+        # good value are asked again each tick, and each refused value is counted once), and
+        # the refused values of the episode under way: from the first refused value to a good
+        # one after the last, logged once.
+        self._refused_until: dict[str, int] = {}
+        self._episodes: dict[str, int] = {}
+        self._refused_now: dict[str, int] = {}
         self._columns: list[str] = ["series", "timestamp", "value"]
         for w in workloads:
             for column in w.covariates:
@@ -207,6 +226,7 @@ class RollingWindow:
                 jobs[name] = start
         errors: dict[str, str] = {}
         new_points = 0
+        self._refused_now = {}
         if jobs:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="fetch")
@@ -239,7 +259,9 @@ class RollingWindow:
         for name in self.workloads:
             self._trim(name, oldest)
         seconds = (pd.Timestamp.now(tz="UTC") - clock).total_seconds()
-        return FetchOutcome(errors=errors, new_points=new_points, seconds=seconds)
+        return FetchOutcome(
+            errors=errors, new_points=new_points, seconds=seconds, refused=self._refused_now
+        )
 
     def _append_batch(self, names: Sequence[str], frame: pd.DataFrame) -> int:
         # Columns to numpy once for the whole batch, then one slice per workload.
@@ -249,6 +271,21 @@ class RollingWindow:
             for c in self._columns[2:]
         ]
         values = np.column_stack(columns) if len(columns) > 1 else columns[0][:, None]
+        refused = _refused(values)
+        if refused.any():
+            bad = np.flatnonzero(refused.any(axis=1))
+            owners = (
+                np.full(len(bad), names[0], dtype=object)
+                if len(names) == 1
+                else frame["series"].to_numpy(dtype=object)[bad]
+            )
+            asked = set(names)
+            for name in dict.fromkeys(owners.tolist()):
+                if name not in asked:
+                    continue
+                mine = bad[owners == name]
+                self._note_refused(name, times[mine], values[mine], refused[mine])
+            values = np.where(refused, np.nan, values)
         if len(names) == 1:
             return self._append(names[0], times, values)
         codes, uniques = pd.factorize(frame["series"])
@@ -279,9 +316,51 @@ class RollingWindow:
         if newest != last:
             self._last_fetched[name] = newest
             self._last_stamp[name] = pd.Timestamp(newest, unit="s", tz="UTC")
+        if name in self._episodes and newest > self._refused_until[name]:
+            self._end_episode(name, newest)
         if last is None:
             return len(finite)
         return int(np.count_nonzero(times[finite] > last))
+
+    def _note_refused(
+        self, name: str, times: np.ndarray, values: np.ndarray, refused: np.ndarray
+    ) -> None:
+        """Count the refused values of ``name`` not seen before; log the first of an episode."""
+        newer = times > self._refused_until.get(name, -1)
+        if not newer.any():
+            return
+        times, values, refused = times[newer], values[newer], refused[newer]
+        count = int(np.count_nonzero(refused))
+        self._refused_now[name] = self._refused_now.get(name, 0) + count
+        self._refused_until[name] = int(times.max())
+        if name in self._episodes:
+            self._episodes[name] += count
+            return
+        self._episodes[name] = count
+        row = int(np.argmin(times))  # every row passed holds a refused value
+        column = int(np.flatnonzero(refused[row])[0])
+        value = float(values[row, column])
+        logger.warning(
+            "values the data contract refuses are kept as missing: the workload's forecast "
+            "is not renewed until good values arrive, and its metric holds after max_staleness",
+            extra={
+                "workload": name,
+                "time": pd.Timestamp(int(times[row]), unit="s", tz="UTC").isoformat(),
+                "column": self._columns[2 + column],
+                "value": value,
+                "reason": _refusal(value, demand=column == 0),
+            },
+        )
+
+    def _end_episode(self, name: str, newest: int) -> None:
+        logger.info(
+            "good values again after refused ones",
+            extra={
+                "workload": name,
+                "time": pd.Timestamp(newest, unit="s", tz="UTC").isoformat(),
+                "refused_values": self._episodes.pop(name),
+            },
+        )
 
     def _trim(self, name: str, oldest: int) -> None:
         part = self._parts.get(name)
@@ -335,6 +414,23 @@ class RollingWindow:
             return None
         value = float(part.values[i, 0])
         return value if math.isfinite(value) else None
+
+
+def _refused(values: np.ndarray) -> np.ndarray:
+    """Cells the data contract refuses: negative demand (column 0), infinite values, values of
+    :data:`~forecaster.frame.MAX_VALUE` or more in magnitude. NaN is missing, not refused."""
+    refused = np.abs(values) >= MAX_VALUE
+    refused[:, 0] |= values[:, 0] < 0
+    return refused
+
+
+def _refusal(value: float, *, demand: bool) -> str:
+    """Why the data contract refuses ``value``, in words."""
+    if not math.isfinite(value):
+        return "not finite"
+    if abs(value) >= MAX_VALUE:
+        return f"beyond {MAX_VALUE:g} in magnitude"
+    return "negative demand" if demand and value < 0 else "refused"
 
 
 @dataclass(frozen=True)

@@ -190,9 +190,11 @@ def refresh_config(
     )
 
 
-@contextmanager
-def running(app: Any, config_factory: Callable[[Any], uvicorn.Config]) -> Iterator[uvicorn.Server]:
-    """Run ``app`` under uvicorn in a background thread until the block ends."""
+def start_server(
+    app: Any, config_factory: Callable[[Any], uvicorn.Config]
+) -> tuple[uvicorn.Server, threading.Thread]:
+    """Start ``app`` under uvicorn in a background thread; the caller stops it
+    (``server.should_exit = True``, then join the thread)."""
     server = uvicorn.Server(config_factory(app))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -201,6 +203,13 @@ def running(app: Any, config_factory: Callable[[Any], uvicorn.Config]) -> Iterat
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.02)
+    return server, thread
+
+
+@contextmanager
+def running(app: Any, config_factory: Callable[[Any], uvicorn.Config]) -> Iterator[uvicorn.Server]:
+    """Run ``app`` under uvicorn in a background thread until the block ends."""
+    server, thread = start_server(app, config_factory)
     try:
         yield server
     finally:

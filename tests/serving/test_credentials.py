@@ -50,8 +50,12 @@ def test_the_store_password_is_in_no_reply_and_no_log(
         running(app, lambda a: uvicorn_config(a, settings)),
         httpx.Client(base_url=f"http://127.0.0.1:{settings.port}", timeout=5) as http,
     ):
-        watcher = app.state.runtime.watcher
+        watcher, refresher = app.state.runtime.watcher, app.state.runtime.refresher
         wait_until(lambda: watcher.last_error is not None, timeout=30)
+        # The registry is read in the watcher's own thread: the refresh under way when the
+        # look-up failed may have read the watcher before, the one after it has not.
+        ticks = refresher.ticks
+        wait_until(lambda: refresher.ticks >= ticks + 2, timeout=30)
         refused = http.get(METRIC)
         replies = [
             refused,

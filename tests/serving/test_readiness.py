@@ -131,3 +131,53 @@ def test_ready_without_a_model_and_says_only_the_category(frame: pd.DataFrame) -
         refused = http.get(METRIC)
         assert refused.status_code == 503
         assert refused.json()["reason"] == "ServiceUnavailable"
+
+
+class ArtifactsDown(DictRegistry):
+    """A registry whose loads fail, as with the artifact store unreachable, while ``down``."""
+
+    down = True
+
+    def load(self, name: str, version: str) -> Any:
+        if self.down:
+            raise ConnectionError("http://minio.internal:9000/mlflow: connection refused")
+        return super().load(name, version)
+
+
+def test_a_version_that_failed_to_load_is_served_once_it_loads(frame: pd.DataFrame) -> None:
+    source = FrameSource(frame)
+    registry = ArtifactsDown("prewarm-test")
+    registry.add(fit_planner(frame, specs(LEVELS)))
+    app, settings = _serve(registry, source)
+    with (
+        running(app, lambda a: uvicorn_config(a, settings)),
+        httpx.Client(base_url=f"http://127.0.0.1:{settings.port}", timeout=5) as http,
+    ):
+        runtime = app.state.runtime
+        wait_until(lambda: http.get("/readyz").json()["model"]["rejectedVersions"] == ["1"])
+        ticks = runtime.refresher.ticks
+        wait_until(lambda: runtime.refresher.ticks >= ticks + 2, timeout=30)
+        ready = http.get("/readyz").json()
+        assert ready["model"]["problem"] == "no_model" and ready["stale"] == {"chat": "no_model"}
+        assert "minio.internal" not in http.get("/readyz").text
+        refused = http.get(METRIC)
+        assert refused.status_code == 503
+        assert "version 1 rejected" in refused.json()["message"]
+
+        registry.down = False  # the artifact store is back
+
+        def served() -> bool:
+            source.extend(pd.Timestamp.now(tz="UTC"), LEVELS, step=STEP)
+            return http.get(METRIC).status_code == 200
+
+        wait_until(served, timeout=120, every=0.2)
+        model = http.get("/readyz").json()["model"]
+        assert model == {
+            "name": "prewarm-test",
+            "version": "1",
+            "problem": None,
+            "rejectedVersions": [],
+        }
+        metrics = http.get("/metrics").text
+        assert 'prewarm_model_reloads_total{result="rejected"} 1.0' in metrics
+        assert 'prewarm_model_reloads_total{result="loaded"} 1.0' in metrics

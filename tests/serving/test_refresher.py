@@ -30,7 +30,9 @@ from tests.serving.support import (
     history,
     refresh_config,
     specs,
+    wait_until,
 )
+from training.sources.files import FileSource
 
 LEVELS = {"chat": 40.0, "embed": 7.0}
 
@@ -72,7 +74,9 @@ def build(
     registry.add(planner or fit_planner(frame, specs(LEVELS)))
     cfg = refresh_config(LEVELS, **config)
     store = SnapshotStore(empty_snapshot(cfg), Replies)
-    watcher = ModelWatcher(registry, cfg.model_name, poll_interval=0.0)
+    # A clock that stands still: a refused version is not due again within a test.
+    watcher = ModelWatcher(registry, cfg.model_name, poll_interval=float(STEP), clock=lambda: 0.0)
+    watcher.check()  # what the watcher's thread does when the refresher runs
     refresher = Refresher(
         cfg, lambda: source, watcher, store, ServingMetrics(lambda: store.current)
     )
@@ -207,6 +211,7 @@ def test_failed_prediction_never_becomes_a_number(now: pd.Timestamp, result: str
     refresher.tick(now.to_pydatetime())
     # Swapping in a version that cannot plan is refused at validation...
     registry.add(planner)
+    refresher.watcher.check()
     refresher.tick(now.to_pydatetime())
     assert refresher.watcher.current is not None
     assert refresher.watcher.current.version == "1"
@@ -243,13 +248,15 @@ def test_corrupt_new_version_keeps_the_old_one_serving(now: pd.Timestamp) -> Non
     refresher, _, registry = build(now)
     refresher.tick(now.to_pydatetime())
     registry.add(ModelLoadFailedError("artifact missing"))
+    refresher.watcher.check()
     snapshot = refresher.tick(now.to_pydatetime())
     assert snapshot.model_version == "1"
     assert snapshot.forecast("chat").model_version == "1"
     assert "version 2 rejected" in (refresher.watcher.last_error or "")
     loads = registry.loads
+    refresher.watcher.check()
     refresher.tick(now.to_pydatetime())
-    assert registry.loads == loads  # a rejected version is not reloaded every tick
+    assert registry.loads == loads  # a rejected version is not reloaded at every look-up
 
 
 def test_good_new_version_is_swapped_in(now: pd.Timestamp) -> None:
@@ -257,9 +264,67 @@ def test_good_new_version_is_swapped_in(now: pd.Timestamp) -> None:
     refresher.tick(now.to_pydatetime())
     frame = history(LEVELS, now, 200)
     registry.add(fit_planner(frame, specs(LEVELS)))
+    refresher.watcher.check()
     snapshot = refresher.tick(now.to_pydatetime())
     assert snapshot.model_version == "2"
     assert snapshot.forecast("embed").model_version == "2"
+
+
+class ArrivalDuringValidation(CountingPlanner):
+    """Plans for the first time (the validation of the new version) only once the clock has
+    entered a later grid cell, whose point then arrives at the source."""
+
+    source: FrameSource
+
+    def plan(self, frame: pd.DataFrame) -> pd.DataFrame:
+        if not self.calls:
+            began = pd.Timestamp.now(tz="UTC").floor(f"{STEP}s")
+            wait_until(lambda: pd.Timestamp.now(tz="UTC").floor(f"{STEP}s") > began, timeout=60)
+            self.source.extend(pd.Timestamp.now(tz="UTC"), LEVELS)
+        return super().plan(frame)
+
+
+def test_a_tick_fetches_what_arrived_while_it_validated_a_new_version(now: pd.Timestamp) -> None:
+    frame = history(LEVELS, now, 200)
+    planner = ArrivalDuringValidation(fit_planner(frame, specs(LEVELS)))
+    refresher, source, _ = build(now, planner)
+    planner.source = source
+    snapshot = refresher.tick()
+    arrived = source.frame["timestamp"].max()
+    assert arrived > now.floor(f"{STEP}s")
+    assert snapshot.states["chat"].last_data == arrived
+
+
+def test_file_sources_follow_their_files_while_serving(now: pd.Timestamp, tmp_path: Path) -> None:
+    frame = history(LEVELS, now, 200)
+    files = {name: tmp_path / f"{name}.csv" for name in LEVELS}
+
+    def save(name: str, part: pd.DataFrame, mode: str = "w") -> None:
+        part[["timestamp", "value"]].to_csv(files[name], index=False, mode=mode, header=mode == "w")
+
+    save("chat", frame[frame["series"] == "chat"])  # embed's file is not there yet
+    registry = DictRegistry("prewarm-test")
+    registry.add(fit_planner(frame, specs(LEVELS)))
+    config = refresh_config(LEVELS)
+    store = SnapshotStore(empty_snapshot(config), Replies)
+    watcher = ModelWatcher(registry, config.model_name)
+    watcher.check()
+    refresher = Refresher(config, lambda: FileSource(files=files), watcher, store)
+    try:
+        snapshot = refresher.tick(now.to_pydatetime())
+        with pytest.raises(ForecastUnavailableError, match=r"embed\.csv' does not exist"):
+            snapshot.forecast("embed", now.to_pydatetime())
+        save("embed", frame[frame["series"] == "embed"])
+        snapshot = refresher.tick(now.to_pydatetime())
+        assert snapshot.forecast("embed", now.to_pydatetime()).desired_replicas >= 1
+        # Rows appended to a file are read at the next refresh.
+        later = now.floor(f"{STEP}s") + pd.Timedelta(seconds=3 * STEP)
+        times = pd.date_range(now.floor(f"{STEP}s"), later, freq=f"{STEP}s")[1:]
+        save("chat", pd.DataFrame({"timestamp": times, "value": 41.0}), mode="a")
+        snapshot = refresher.tick(later.to_pydatetime())
+        assert snapshot.states["chat"].last_data == later
+    finally:
+        refresher.close()
 
 
 def test_unknown_workload_and_waiting_state(now: pd.Timestamp) -> None:

@@ -115,6 +115,7 @@ def test_the_refresher_keeps_the_other_workloads_fresh(tmp_path: Path) -> None:
     config = refresh_config(levels)
     store = SnapshotStore(empty_snapshot(config), Replies)
     watcher = ModelWatcher(registry, config.model_name, poll_interval=0.0)
+    watcher.check()  # what the watcher's thread does when the refresher runs
     refresher = Refresher(
         config,
         lambda: FileSource(files=files),

@@ -13,13 +13,21 @@ the same calendar at any hour of any day: their results do not depend on when th
 Points after the present become visible as the clock passes them; once a file's recording
 is used up it plays its last week again, so a live consumer (``prewarm serve``) always has
 data up to now.
+
+A live consumer keeps one source for as long as it runs, so :meth:`FileSource.fetch` looks
+at the files first (a ``stat``: times, size, inode): a file that changed since it was read
+(rows appended; a file that was missing, unreadable or invalid put back, remounted or fixed)
+is read again. Files that did not change are not parsed again, and one that failed is not
+tried again until it changes: a fetch then costs a ``stat`` per file, not a read of each
+failed file, and a live consumer fetches every few seconds.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -46,34 +54,61 @@ logger = logging.getLogger(__name__)
 
 WEEK = 7 * 86400
 
+Stamp = tuple[int, int, int, int] | None
+"""A file's modification and change times (ns), size and inode; None when it cannot be
+looked at. The change time moves with permissions, the inode when a file is replaced."""
+
+
+def _stamp(path: Path) -> Stamp:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """One workload's file as read: its stamp then, its series on the grid, and the step."""
+
+    stamp: Stamp
+    series: pd.Series
+    step: int
+
 
 def whole_weeks(step: int) -> int:
     """The shortest shift, in seconds, that is whole weeks and whole grid steps."""
     return math.lcm(WEEK, step)
 
 
-def _align(series: dict[str, pd.Series], step: int) -> dict[str, pd.Series]:
+def _align(
+    series: dict[str, pd.Series], step: int, logged: dict[str, int] | None = None
+) -> dict[str, pd.Series]:
     """Move each series by whole weeks to end within half a week of the latest end.
 
     The nearest whole week, rather than the last one before, halves what the files' common
-    end can cut from the later ones.
+    end can cut from the later ones. ``logged`` holds the shifts already logged (series ->
+    seconds), so that reading the files again does not log the same shift again.
     """
     period = whole_weeks(step)
     latest = max(values.index[-1] for values in series.values())
+    logged = {} if logged is None else logged
     out = {}
     for name, values in series.items():
         weeks = round((latest - values.index[-1]).total_seconds() / period)
         if weeks:
             shift = pd.Timedelta(seconds=weeks * period)
-            logger.info(
-                "series %s ends %s: moved by %d weeks to sit beside the latest file",
-                name,
-                values.index[-1],
-                weeks * period // WEEK,
-                extra={"workload": name, "shift_seconds": shift.total_seconds()},
-            )
+            if logged.get(name) != weeks * period:
+                logger.info(
+                    "series %s ends %s: moved by %d weeks to sit beside the latest file",
+                    name,
+                    values.index[-1],
+                    weeks * period // WEEK,
+                    extra={"workload": name, "shift_seconds": shift.total_seconds()},
+                )
             values = values.copy()
             values.index = values.index + shift
+        logged[name] = weeks * period
         out[name] = values
     return out
 
@@ -118,31 +153,53 @@ class FileSource:
         self._step: int | None = None
         # Workload -> why its file could not be read: it fails alone, the others are served.
         self._failed: dict[str, str] = {}
+        # The files' stamps when the cache was read, and each workload's file as parsed, so
+        # that a read after a change parses again only the files that changed or had failed.
+        self._stamps: dict[Path, Stamp] = {}
+        self._parsed: dict[str, _Parsed] = {}
+        self._shifts: dict[str, int] = {}
 
     def close(self) -> None:
         """Forget the parsed files (and the failures: the next read tries them again)."""
         self._cache = None
         self._failed = {}
+        self._parsed = {}
+
+    def _paths(self) -> Iterator[Path]:
+        if self.files is not None:
+            yield from self.files.values()
+        else:
+            assert self.path is not None
+            yield self.path
+
+    def _refresh(self) -> None:
+        """Drop the cache when a file changed since it was read (a failed one included)."""
+        if self._cache is not None and any(_stamp(p) != self._stamps.get(p) for p in self._paths()):
+            self._cache = None
 
     def _series(self) -> dict[str, pd.Series]:
         """The series this source shows now (a replay hides its future)."""
         return self._raw()
 
     def _raw(self) -> dict[str, pd.Series]:
-        """Every series of the files, on the grid, indexed by UTC time (read once)."""
+        """Every series of the files, on the grid, indexed by UTC time (read once, and again
+        after :meth:`_refresh` found a file changed)."""
         if self._cache is not None:
             return self._cache
+        # Stamps taken before reading: a file that changes while it is read is read again.
+        self._stamps = {path: _stamp(path) for path in self._paths()}
+        self._step = None
         out: dict[str, pd.Series] = {}
         if self.files is not None:
+            failed, self._failed = self._failed, {}
             for workload, path in self.files.items():
-                try:
-                    history = self._load_one(workload, path)
-                except (SourceError, DataValidationError) as exc:
-                    self._failed[workload] = f"workload {workload!r}: {exc}"
-                    logger.warning("%s", self._failed[workload], extra={"workload": workload})
+                parsed = self._parse(workload, path)
+                if parsed is None:
+                    if failed.get(workload) != self._failed[workload]:  # logged once each
+                        logger.warning("%s", self._failed[workload], extra={"workload": workload})
                     continue
-                out[workload] = history.frame.set_index("timestamp")["value"]
-                self._check_step(history.step, path)
+                out[workload] = parsed.series
+                self._check_step(parsed.step, path)
             if not out:
                 raise SourceError(
                     "no file of the source could be read: " + "; ".join(self._failed.values())
@@ -158,8 +215,25 @@ class FileSource:
             for name, part in history.frame.groupby("series", sort=False):
                 out[str(name)] = part.set_index("timestamp")["value"]
         assert self._step is not None
-        self._cache = _align(out, self._step)
+        self._cache = _align(out, self._step, self._shifts)
         return self._cache
+
+    def _parse(self, workload: str, path: Path) -> _Parsed | None:
+        """``workload``'s file as parsed when it last changed, or None after recording why it
+        cannot be read."""
+        stamp = self._stamps[path]
+        parsed = self._parsed.get(workload)
+        if parsed is not None and parsed.stamp == stamp and stamp is not None:
+            return parsed
+        self._parsed.pop(workload, None)
+        try:
+            history = self._load_one(workload, path)
+        except (SourceError, DataValidationError) as exc:
+            self._failed[workload] = f"workload {workload!r}: {exc}"
+            return None
+        parsed = _Parsed(stamp, history.frame.set_index("timestamp")["value"], history.step)
+        self._parsed[workload] = parsed
+        return parsed
 
     def _load_one(self, workload: str, path: Path) -> History:
         history = load_history(
@@ -239,7 +313,11 @@ class FileSource:
         *,
         covariates: Mapping[str, Mapping[str, str]] | None = None,
     ) -> FetchedHistory:
-        """Each workload's series over ``[start, end]``; ``step`` must be the files' step."""
+        """Each workload's series over ``[start, end]``; ``step`` must be the files' step.
+
+        Files that failed to read, or changed since they were read, are read (again) first.
+        """
+        self._refresh()
         if covariates and any(covariates.values()):
             raise ConfigError("file sources carry no covariates; remove `covariates`")
         step_s = parse_duration(step, name="step")
