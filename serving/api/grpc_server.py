@@ -26,10 +26,11 @@ verified certificate needs no token. KEDA's ``external`` scaler sends no call me
 authenticates with ``tlsClientCert`` / ``tlsClientKey`` (kedacore/keda
 ``pkg/scalers/external_scaler.go``), so run KEDA over mutual TLS when a token is configured.
 
-Errors: unknown workload -> ``NOT_FOUND``; missing or bad metadata -> ``INVALID_ARGUMENT``;
-stale forecast, or a model that does not forecast the quantile the activation rule reads ->
-``UNAVAILABLE`` (KEDA's fallback then applies). ``StreamMetricSpec`` answers
-``UNIMPLEMENTED``, which keeps KEDA pull-only for specs.
+Errors: unknown workload, or one configured in another namespace than the
+``ScaledObjectRef``'s (empty: ``default``) -> ``NOT_FOUND``; missing or bad metadata ->
+``INVALID_ARGUMENT``; stale forecast, or a model that does not forecast the quantile the
+activation rule reads -> ``UNAVAILABLE`` (KEDA's fallback then applies).
+``StreamMetricSpec`` answers ``UNIMPLEMENTED``, which keeps KEDA pull-only for specs.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ _METRICS = {
 MAX_MESSAGE_BYTES = 1024 * 1024
 """Largest request or reply the server takes (gRPC's default is 4 MiB): KEDA's messages are a
 few hundred bytes, a larger one answers ``RESOURCE_EXHAUSTED`` before it is decoded."""
+
+_DEFAULT_NAMESPACE = "default"
+"""The namespace of a ScaledObjectRef that names none (a workload's default too)."""
 
 _CERTIFICATE = "x509_pem_cert"
 """The auth-context key gRPC sets when the peer presented a certificate the server verified."""
@@ -116,10 +120,14 @@ class ExternalScalerServicer:
 
     def _workload(self, ref: Any) -> str:
         workload = workload_from_metadata(ref.scalerMetadata)
-        snapshot = self.runtime.store.current
-        if workload not in snapshot.states:
-            # The caller is authenticated (see _authenticate): it may see the configured names.
-            raise UnknownWorkloadError.of(workload, snapshot.workloads)
+        # KEDA sends the ScaledObject's namespace; an empty one is Kubernetes' default.
+        namespace = ref.namespace or _DEFAULT_NAMESPACE
+        if self.runtime.namespaces.get(workload) != namespace:
+            # As on the External Metrics API, a workload of another namespace answers as an
+            # unknown one: a ScaledObject must not read across namespaces. The caller is
+            # authenticated (see _authenticate): it may see the configured names.
+            configured = self.runtime.store.current.workloads
+            raise UnknownWorkloadError.of(workload, configured, namespace=namespace)
         return workload
 
     @staticmethod
@@ -146,6 +154,9 @@ class ExternalScalerServicer:
 
     def _active(self, ref: Any) -> bool:
         workload = self._workload(ref)
+        # The metric is not read here, but a trigger whose metric GetMetricSpec refuses must
+        # not wake the workload either.
+        self._metric(ref)
         threshold = self._threshold(ref)
         forecast = self.runtime.forecast(workload, api="grpc")
         probability = self.runtime.registered_policy(workload).activation_p

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,8 @@ from tests.serving.support import (
 
 pytestmark = pytest.mark.integration
 
-LEVELS = {"chat": 40.0}
+LEVELS = {"chat": 40.0, "embed": 7.0}
+NAMESPACES = {"chat": "default", "embed": "inference"}
 TOKEN = "grpc-s3cret"
 BEARER = (("authorization", f"Bearer {TOKEN}"),)
 
@@ -86,6 +88,8 @@ def _app(settings: ServingSettings) -> Any:
     registry = DictRegistry("prewarm-test")
     registry.add(fit_planner(frame, specs(LEVELS)))
     config = refresh_config(LEVELS, max_staleness=3600.0)
+    workloads = [replace(w, namespace=NAMESPACES[w.name]) for w in config.workloads]
+    config = replace(config, workloads=workloads)
     return create_app(settings, ServingComponents(config, lambda: source, registry))
 
 
@@ -258,3 +262,56 @@ def test_a_message_over_the_limit_is_refused_before_it_is_read(plain: Any) -> No
         lambda: stub.IsActive(_ref(pb2, "w" * (MAX_MESSAGE_BYTES + 1)), timeout=5, metadata=BEARER)
     )
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+# -- namespaces and trigger metadata --------------------------------------------------------
+def _rpcs(pb2: Any, stub: Any, ref: Any) -> dict[str, Any]:
+    """Each RPC of ``ref``, with the token, as a call that returns its first answer."""
+    request = pb2.GetMetricsRequest(scaledObjectRef=ref, metricName="prewarm_desired_replicas")
+    return {
+        "IsActive": lambda: stub.IsActive(ref, timeout=5, metadata=BEARER),
+        "GetMetricSpec": lambda: stub.GetMetricSpec(ref, timeout=5, metadata=BEARER),
+        "GetMetrics": lambda: stub.GetMetrics(request, timeout=5, metadata=BEARER),
+        "StreamIsActive": lambda: next(stub.StreamIsActive(ref, timeout=5, metadata=BEARER)),
+    }
+
+
+SERVED = [("inference", "embed"), ("default", "chat"), ("", "chat")]
+"""(namespace, workload) pairs answered: each workload in its own namespace, an unset one
+read as `default`."""
+REFUSED = [("other", "embed"), ("default", "embed"), ("", "embed"), ("inference", "chat")]
+
+
+def test_a_workload_is_scaled_only_from_its_namespace(plain: Any) -> None:
+    """The reported case: GetMetrics of `embed` (namespace `inference`) from a ScaledObject
+    of namespace `other` answered its value, where HTTP answers 404."""
+    pb2, stub = plain
+
+    def calls(namespace: str, workload: str) -> dict[str, Any]:
+        metadata = {"workload": workload}
+        return _rpcs(pb2, stub, pb2.ScaledObjectRef(namespace=namespace, scalerMetadata=metadata))
+
+    for namespace, workload in SERVED:
+        for name, call in calls(namespace, workload).items():
+            assert call() is not None, (name, namespace, workload)
+    for namespace, workload in REFUSED:
+        for name, call in calls(namespace, workload).items():
+            error = _refused(call)
+            assert error.code() == grpc.StatusCode.NOT_FOUND, (name, namespace, workload)
+            # Answered as an unknown workload, as the External Metrics API answers it.
+            expected = f"unknown workload '{workload}' in namespace '{namespace or 'default'}'"
+            assert (error.details() or "").startswith(expected), (name, error.details())
+
+
+def test_an_unknown_metric_in_the_trigger_is_refused_by_every_rpc_that_reads_it(
+    plain: Any,
+) -> None:
+    """IsActive and StreamIsActive used to ignore the `metric` key GetMetricSpec refuses."""
+    pb2, stub = plain
+    ref = _ref(pb2)
+    ref.scalerMetadata["metric"] = "nope"
+    for name in ("GetMetricSpec", "IsActive", "StreamIsActive"):
+        error = _refused(_rpcs(pb2, stub, ref)[name])
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, name
+        assert "`metric` must be one of" in (error.details() or ""), name
+        assert "'nope'" in (error.details() or ""), name
