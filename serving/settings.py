@@ -38,6 +38,12 @@ class ServingSettings(BaseSettings):
     grpc_port: int | None = Field(
         9000, ge=0, le=65535, description="KEDA external scaler port; None disables gRPC."
     )
+    grpc_max_streams: int | None = Field(
+        None,
+        ge=1,
+        description="StreamIsActive streams the gRPC scaler serves at once (one more answers "
+        "RESOURCE_EXHAUSTED); default two per served workload, at least 16.",
+    )
     tls_cert: Path | None = Field(None, description="PEM certificate; enables HTTPS.")
     tls_key: Path | None = Field(None, description="PEM private key of `tls_cert`.")
     client_ca: Path | None = Field(

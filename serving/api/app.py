@@ -220,6 +220,7 @@ def create_app(settings: ServingSettings, components: ServingComponents) -> Prew
                 tls_cert=settings.tls_cert,
                 tls_key=settings.tls_key,
                 client_ca=settings.client_ca,
+                max_streams=settings.grpc_max_streams,
             )
             runtime.grpc_port = await asyncio.to_thread(grpc_server.start)
         stop = asyncio.Event()

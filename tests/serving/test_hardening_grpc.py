@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from serving.api.app import create_app, uvicorn_config
-from serving.api.grpc_server import MAX_MESSAGE_BYTES
+from serving.api.grpc_server import MAX_MESSAGE_BYTES, stream_limit
 from serving.api.runtime import ServingComponents
 from serving.settings import ServingSettings
 from serving.wire.scaler_messages import metric_spec, metric_value
@@ -315,3 +316,57 @@ def test_an_unknown_metric_in_the_trigger_is_refused_by_every_rpc_that_reads_it(
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, name
         assert "`metric` must be one of" in (error.details() or ""), name
         assert "'nope'" in (error.details() or ""), name
+
+
+# -- open streams -----------------------------------------------------------------------------
+OLD_POOL = 32
+"""Handler threads of the server before streams were limited: as many open streams stopped
+every unary RPC."""
+
+
+def _first(pool: ThreadPoolExecutor, call: Any) -> grpc.StatusCode:
+    """OK once the stream's first answer arrives, else the code it was refused with."""
+    try:
+        pool.submit(next, call).result(timeout=30)
+    except grpc.RpcError as error:
+        return error.code()  # type: ignore[no-any-return]
+    return grpc.StatusCode.OK
+
+
+def test_unary_calls_answer_while_every_stream_slot_is_taken() -> None:
+    """The reported case: 32 open StreamIsActive streams held the 32 handler threads and
+    GetMetrics then hit its deadline; any client could open them."""
+    settings = ServingSettings(port=free_port(), grpc_port=0)  # no token: anyone may call
+    stubs = load_externalscaler()
+    pb2 = stubs.pb2
+    ref = _ref(pb2)
+    limit = stream_limit(len(LEVELS))
+    assert limit < OLD_POOL
+    with (
+        _serving(settings) as port,
+        grpc.insecure_channel(f"127.0.0.1:{port}") as channel,
+        ThreadPoolExecutor(4) as pool,
+    ):
+        stub = stubs.pb2_grpc.ExternalScalerStub(channel)
+        streams = [stub.StreamIsActive(ref) for _ in range(OLD_POOL)]
+        codes = [_first(pool, call) for call in streams]
+        assert codes.count(grpc.StatusCode.OK) == limit
+        assert codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED) == OLD_POOL - limit
+        refused = _refused(lambda: next(stub.StreamIsActive(ref)))
+        assert f"at most {limit} StreamIsActive streams" in (refused.details() or "")
+        # Every slot is taken, and the unary RPCs still answer.
+        request = pb2.GetMetricsRequest(scaledObjectRef=ref, metricName="prewarm_desired_replicas")
+        assert stub.GetMetrics(request, timeout=30).metricValues
+        assert stub.IsActive(ref, timeout=30).result is True
+        # A closed stream gives its slot back (the server sees it within its poll interval).
+        for call in streams:
+            call.cancel()
+
+        def reopened() -> bool:
+            call = stub.StreamIsActive(ref)
+            try:
+                return _first(pool, call) == grpc.StatusCode.OK
+            finally:
+                call.cancel()
+
+        wait_until(reopened, timeout=60, every=0.5)
