@@ -13,6 +13,7 @@ import click
 
 from forecaster.duration import parse_duration
 from forecaster.exceptions import PrewarmError
+from training.logs import LOG_LEVELS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -165,9 +166,6 @@ def stage_progress(name: str, hidden: bool = False) -> Iterator[Progress | None]
             bar.update(task, description=stage, completed=done, total=total)
 
         yield progress
-
-
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def log_level_option(default: str) -> Callable[[F], F]:
