@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from prewarm.exit_codes import epilog
 from prewarm.options import (
     configure_logging,
     console,
@@ -244,7 +245,13 @@ def _next_steps(summary: dict[str, Any], config_path: Path, tracking_uri: str | 
     )
 
 
-@click.command()
+@click.command(
+    epilog=epilog(
+        OK="report written",
+        CONFIG="bad configuration or option",
+        DATA="a trace cannot be read or holds values out of range",
+    )
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),

@@ -74,11 +74,12 @@ def registered_policies(config: TrainConfig, tracking_uri: str) -> Policies | No
     from mlflow import MlflowClient
 
     from training.registry import champion_version
+    from training.settings import missing_sqlite_store
     from training.tracking import POLICIES_ARTIFACT
     from training.tracking import registered_policies as read_policies
 
     name = config.mlflow.registered_model
-    if _missing_sqlite(tracking_uri):
+    if missing_sqlite_store(tracking_uri) is not None:  # nothing registered; opening creates it
         return None
     version = champion_version(name, tracking_uri=tracking_uri)
     if version is None:
@@ -86,13 +87,6 @@ def registered_policies(config: TrainConfig, tracking_uri: str) -> Policies | No
     client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
     policies = read_policies(client, name, version)
     return Policies(policies, f"{POLICIES_ARTIFACT} of {name} v{version} (champion)")
-
-
-def _missing_sqlite(tracking_uri: str) -> bool:
-    """Whether ``tracking_uri`` names a SQLite file that does not exist (nothing registered;
-    opening it would create an empty store as a side effect)."""
-    prefix = "sqlite:///"
-    return tracking_uri.startswith(prefix) and not Path(tracking_uri[len(prefix) :]).exists()
 
 
 def resolve_policies(config: TrainConfig, config_path: Path, tracking_uri: str) -> Policies:

@@ -14,6 +14,7 @@ import click
 
 from forecaster.duration import parse_duration
 from forecaster.exceptions import PrewarmError
+from training.logs import LOG_LEVELS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -192,9 +193,6 @@ def stage_progress(name: str, hidden: bool = False) -> Iterator[Progress | None]
             bar.update(task, description=stage, completed=done, total=total)
 
         yield progress
-
-
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def log_level_option(default: str) -> Callable[[F], F]:

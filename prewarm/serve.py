@@ -1,15 +1,28 @@
-"""``prewarm serve``: external metrics for the HPA, KEDA's metrics-api and external scaler."""
+"""``prewarm serve``: external metrics for the HPA, KEDA's metrics-api and external scaler.
+
+Every setting is checked before anything starts (the token read, the addresses bound once,
+the MLflow store found), so a mistake ends in one ``Error:`` line naming the flag or
+variable and exit code 2, not in a server that starts and then fails.
+"""
 
 from __future__ import annotations
 
+import errno
+import os
+import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from prewarm.options import PORT, split_names, user_errors
+from prewarm.exit_codes import ExitCode, epilog, fail
+from prewarm.options import LOG_LEVELS, PORT, split_names, user_errors
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from serving.settings import ServingSettings
     from serving.shards import Shard
 
 
@@ -18,23 +31,109 @@ def build_components(
 ) -> Any:
     """Read the config file and assemble the serving components (source, registry, config);
     with ``shard`` (a :class:`serving.shards.Shard`), for its workloads only."""
+    from forecaster.exceptions import ConfigError
     from serving.api.runtime import ServingComponents
     from serving.engine.models import MlflowRegistry
     from serving.settings import refresh_config_from_project
     from training.config import load_config
-    from training.settings import resolve_tracking_uri
+    from training.settings import missing_sqlite_store, resolve_tracking_uri
     from training.sources import make_source
 
     config = load_config(config_path)
     source_config = config.source
+    uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
+    missing = missing_sqlite_store(uri)
+    if missing is not None:
+        # Opening it would create it, folders and all, and serve "no champion yet" forever.
+        raise ConfigError(
+            f"the MLflow store {str(missing)!r} of tracking URI {uri!r} does not exist: "
+            "serving reads the champion registered there and creates no store (check the "
+            "path, or run `prewarm train` first)"
+        )
     return ServingComponents(
         config=refresh_config_from_project(config, shard),
         source_factory=lambda: make_source(source_config.type, source_config),
-        registry=MlflowRegistry(resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)),
+        registry=MlflowRegistry(uri),
     )
 
 
-@click.command()
+def _origin(field: str, flags: Mapping[str, Any]) -> str:
+    """What set ``field``: its flag (``--shard``), else its variable (``PREWARM_SHARD``) when
+    that is set, else the flag (the default, which the flag changes)."""
+    flag, variable = f"--{field.replace('_', '-')}", f"PREWARM_{field.upper()}"
+    return variable if field not in flags and variable in os.environ else flag
+
+
+def _settings_problems(error: ValidationError, flags: Mapping[str, Any]) -> str:
+    """Pydantic's report as one line: each problem after the flag or variable at fault."""
+    from forecaster.exceptions import shown
+
+    problems = []
+    for item in error.errors():
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if item["loc"]:  # a field's own check; the settings-wide ones name their fields
+            field = str(item["loc"][0])
+            if item["type"] != "value_error" and field != "token":  # never echo a token
+                message = f"{message}, got {shown(item.get('input'))}"
+            message = f"{_origin(field, flags)}: {message}"
+        problems.append(message)
+    return "; ".join(problems)
+
+
+def _settings(flags: Mapping[str, Any]) -> ServingSettings:
+    """The settings from ``flags`` over the environment, or one clear error."""
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from forecaster.exceptions import ConfigError
+    from serving.settings import ServingSettings
+
+    try:
+        return ServingSettings(**flags)
+    except ValidationError as exc:
+        raise ConfigError(_settings_problems(exc, flags)) from None
+    except SettingsError as exc:  # a variable that is not the JSON its field takes
+        raise ConfigError(f'{exc}: a list is JSON, e.g. \'["a", "b"]\'') from None
+
+
+def _check_addresses(settings: ServingSettings, flags: Mapping[str, Any]) -> None:
+    """Bind each address the server will listen on once, so that a host this machine does
+    not have or a port in use is named now, not logged by a server that then exits."""
+    from forecaster.exceptions import ConfigError, shown
+
+    host = f"{_origin('host', flags)} {shown(settings.host)}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            settings.host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except OSError as exc:
+        raise ConfigError(f"{host} is not an address: {exc.strerror}") from None
+    ports = {"port": settings.port, "grpc_port": settings.grpc_port}
+    for field, port in ports.items():
+        if port is None:
+            continue
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
+            try:
+                sock.bind((address[0], port, *address[2:]))
+            except OSError as exc:
+                if exc.errno == errno.EADDRNOTAVAIL:
+                    raise ConfigError(f"{host} is not an address of this machine") from None
+                raise ConfigError(
+                    f"{_origin(field, flags)} {port}: cannot listen on it at "
+                    f"{settings.host}: {exc.strerror}"
+                ) from None
+
+
+@click.command(
+    epilog=epilog(
+        OK="stopped (SIGTERM, Ctrl-C)",
+        FAILURE="the server did not start (the log says why), or an unexpected failure",
+        CONFIG="bad configuration, flag or PREWARM_ variable, found before anything starts",
+        DATA="not used: a source that fails while serving is answered with the hold error\n"
+        "     (503 / UNAVAILABLE), and logged",
+    )
+)
 @click.option(
     "--config",
     "config_path",
@@ -67,7 +166,12 @@ def build_components(
     help="Require this bearer token on the KEDA metrics-api endpoints (or PREWARM_TOKEN).",
 )
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI of the registry.")
-@click.option("--log-level", default=None, help="Log level [default: INFO].")
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default=None,
+    help="Log level (or PREWARM_LOG_LEVEL) [default: INFO].",
+)
 @click.option(
     "--shadow",
     is_flag=True,
@@ -98,11 +202,8 @@ def serve(
     shard: str | None,
 ) -> None:
     """Serve forecasts to the HPA (External Metrics API) and to KEDA (HTTP and gRPC)."""
-    import uvicorn
-
-    from serving.api.app import create_app, uvicorn_config
+    from serving.api.app import create_app
     from serving.engine.observability import configure_logging
-    from serving.settings import ServingSettings
 
     with user_errors():
         flags: dict[str, Any] = {
@@ -119,13 +220,29 @@ def serve(
             "shadow": shadow,
             "shard": shard,
         }
-        try:
-            settings = ServingSettings(**{k: v for k, v in flags.items() if v is not None})
-        except ValueError as exc:
-            raise click.UsageError(str(exc)) from exc
+        given = {k: v for k, v in flags.items() if v is not None}
+        settings = _settings(given)
         if no_grpc:
             settings = settings.model_copy(update={"grpc_port": None})
+        settings.bearer_token()  # read now: the server would only find it blank once started
+        _check_addresses(settings, given)
         configure_logging(settings.log_level)
         components = build_components(config_path, settings.tracking_uri, settings.shard_spec())
         app = create_app(settings, components)
+    _run(app, settings)
+
+
+def _run(app: Any, settings: ServingSettings) -> None:
+    """Serve until stopped; a server that could not start exits 1, not uvicorn's 3 (which
+    prewarm's table gives to data errors)."""
+    import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
+
+    from serving.api.app import uvicorn_config
+
+    try:
         uvicorn.Server(uvicorn_config(app, settings)).run()
+    except SystemExit as exc:
+        if exc.code != STARTUP_FAILURE:
+            raise
+        fail("the server did not start: the log above says why", ExitCode.FAILURE)

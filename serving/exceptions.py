@@ -120,6 +120,14 @@ class PermissionDeniedError(ServingError):
     grpc_code = "PERMISSION_DENIED"
 
 
+class TooManyError(ServingError):
+    """The server already holds as many of these (streams, connections) as it may (HTTP 429,
+    gRPC ``RESOURCE_EXHAUSTED``); the message names the limit."""
+
+    http_status = 429
+    grpc_code = "RESOURCE_EXHAUSTED"
+
+
 class ForecastUnavailableError(ServingError):
     """No trustworthy forecast right now: stale data, source error or failed prediction (503).
 

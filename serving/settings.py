@@ -20,23 +20,37 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from forecaster.exceptions import ConfigError
+from forecaster.exceptions import ConfigError, shown
 from forecaster.workload import WorkloadPolicy
 from serving.shards import Shard
 from training.config import ServingConfig, TrainConfig
+from training.logs import LOG_LEVELS
 
 __all__ = ["RefreshConfig", "ServingSettings", "WorkloadConfig"]
+
+_ENV_PREFIX = "PREWARM_"
+
+
+def _how(field: str) -> str:
+    """How ``prewarm serve`` sets ``field``: ``--tls-key or PREWARM_TLS_KEY``."""
+    return f"--{field.replace('_', '-')} or {_ENV_PREFIX}{field.upper()}"
 
 
 class ServingSettings(BaseSettings):
     """Process settings of ``prewarm serve`` (environment prefix ``PREWARM_``)."""
 
-    model_config = SettingsConfigDict(env_prefix="PREWARM_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=_ENV_PREFIX, extra="ignore")
 
     host: str = Field("127.0.0.1", description="Address the HTTP server binds.")
     port: int = Field(8080, ge=0, le=65535, description="HTTP(S) port; 0 picks a free one.")
     grpc_port: int | None = Field(
         9000, ge=0, le=65535, description="KEDA external scaler port; None disables gRPC."
+    )
+    grpc_max_streams: int | None = Field(
+        None,
+        ge=1,
+        description="StreamIsActive streams the gRPC scaler serves at once (one more answers "
+        "RESOURCE_EXHAUSTED); default two per served workload, at least 16.",
     )
     tls_cert: Path | None = Field(None, description="PEM certificate; enables HTTPS.")
     tls_key: Path | None = Field(None, description="PEM private key of `tls_cert`.")
@@ -58,7 +72,7 @@ class ServingSettings(BaseSettings):
         None, description="File holding the bearer token (read at start; wins over `token`)."
     )
     tracking_uri: str | None = Field(None, description="MLflow tracking URI of the registry.")
-    log_level: str = Field("INFO", description="Root log level.")
+    log_level: str = Field("INFO", description=f"Root log level: {', '.join(LOG_LEVELS)}.")
     shadow: bool = Field(
         False,
         description="Shadow mode: plan and export on /metrics, answer every autoscaling API "
@@ -77,6 +91,14 @@ class ServingSettings(BaseSettings):
             Shard.parse(value)  # its error names the form and echoes the value
         return value
 
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _check_log_level(cls, value: object) -> str:
+        level = str(value).strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}, got {shown(value)}")
+        return level
+
     def shard_spec(self) -> Shard | None:
         """The parsed ``shard``, or None when every workload is served."""
         return None if self.shard is None else Shard.parse(self.shard)
@@ -84,18 +106,22 @@ class ServingSettings(BaseSettings):
     @model_validator(mode="after")
     def _check_tls(self) -> ServingSettings:
         if (self.tls_cert is None) != (self.tls_key is None):
+            given, missing = (
+                ("tls_cert", "tls_key") if self.tls_key is None else ("tls_key", "tls_cert")
+            )
             raise ValueError(
-                "`tls_cert` and `tls_key` go together, got "
-                f"tls_cert={self.tls_cert!r}, tls_key={self.tls_key!r}"
+                f"`{given}` needs `{missing}` ({_how(missing)}): TLS takes a certificate and "
+                f"its key, got {given} {shown(str(getattr(self, given)))} alone"
             )
         if self.client_ca is not None and self.tls_cert is None:
             raise ValueError(
-                "`client_ca` needs TLS (`tls_cert` and `tls_key`), got "
-                f"client_ca={self.client_ca!r}"
+                f"`client_ca` needs TLS (`tls_cert` and `tls_key`: {_how('tls_cert')}, "
+                f"{_how('tls_key')}), got client_ca {shown(str(self.client_ca))}"
             )
         if self.requestheader_allowed_names and self.client_ca is None:
             raise ValueError(
-                "`requestheader_allowed_names` needs `client_ca` (the front-proxy CA), got "
+                "`requestheader_allowed_names` needs `client_ca` (the front-proxy CA: "
+                f"{_how('client_ca')}), got "
                 f"requestheader_allowed_names={self.requestheader_allowed_names!r:.100}"
             )
         return self
@@ -106,20 +132,27 @@ class ServingSettings(BaseSettings):
         Raises
         ------
         ConfigError
-            If ``token_file`` cannot be read or is empty.
+            If ``token_file`` cannot be read or holds only whitespace, or ``token`` is blank:
+            an empty token would turn authentication off without a word. The message names
+            the flag or variable, never the token.
         """
         if self.token_file is not None:
+            where = f"`token_file` ({_how('token_file')}) {shown(str(self.token_file))}"
             try:
                 text = self.token_file.read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise ConfigError(f"`token_file` {str(self.token_file)!r}: {exc}") from exc
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+                raise ConfigError(f"{where} cannot be read: {reason}") from exc
             if not text:
-                raise ConfigError(f"`token_file` {str(self.token_file)!r} is empty")
+                raise ConfigError(f"{where} is empty or blank: it must hold the token")
             return text
         if self.token is not None:
             value = self.token.get_secret_value().strip()
             if not value:
-                raise ConfigError("`token` is set but empty")
+                raise ConfigError(
+                    f"`token` ({_ENV_PREFIX}TOKEN) is set but blank: set the token, or "
+                    "unset it to serve without one"
+                )
             return value
         return None
 

@@ -22,6 +22,9 @@ from training.redaction import redact
 if TYPE_CHECKING:
     from rich.console import Console
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+"""The levels a command's logs may be set to (``--log-level``, ``PREWARM_LOG_LEVEL``)."""
+
 PACKAGES = ("prewarm", "training", "forecaster", "serving")
 # "py.warnings" is where ``logging.captureWarnings`` sends ``warnings.warn``.
 LIBRARIES = ("mlflow", "alembic", "urllib3", "py.warnings")

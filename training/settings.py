@@ -5,6 +5,7 @@ Read when :class:`Settings` is instantiated, never at import.
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from pydantic import Field
@@ -79,3 +80,30 @@ def _store_uri(where: str, uri: str) -> str:
             "(a database's may name its driver: postgresql+psycopg2://), or a folder's path"
         )
     return uri
+
+
+_SQLITE_PREFIX = "sqlite:///"
+
+
+def missing_sqlite_store(tracking_uri: str) -> Path | None:
+    """The file of a SQLite tracking URI when it does not exist, else None (not SQLite, an
+    in-memory database, or the file is there).
+
+    Opening a missing SQLite store creates it, folders included, empty: a command that only
+    reads a registered model checks this first, so a misspelt path is named as such instead
+    of reported as a store with nothing registered yet.
+
+    Examples
+    --------
+    >>> missing_sqlite_store("sqlite:////nonexistent/folder/mlflow.db")
+    PosixPath('/nonexistent/folder/mlflow.db')
+    >>> missing_sqlite_store("postgresql://db/mlflow") is None
+    True
+    """
+    if not tracking_uri.startswith(_SQLITE_PREFIX):
+        return None
+    # SQLAlchemy's URL: the path, then optional ?query parameters (mode=ro...).
+    path = tracking_uri[len(_SQLITE_PREFIX) :].partition("?")[0]
+    if path in ("", ":memory:") or Path(path).exists():
+        return None
+    return Path(path)

@@ -29,7 +29,6 @@ import uvicorn
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from forecaster.exceptions import shown
 from serving.api import explain, external_metrics, health, keda
@@ -39,6 +38,7 @@ from serving.api.auth import (
     recording_client_certificates,
 )
 from serving.api.grpc_server import GrpcServer
+from serving.api.http_limits import bounded_requests
 from serving.api.runtime import Runtime, ServingComponents
 from serving.engine.observability import REFUSAL_LOG_INTERVAL, Throttle
 from serving.exceptions import AuthenticationError, ServingError
@@ -220,6 +220,7 @@ def create_app(settings: ServingSettings, components: ServingComponents) -> Prew
                 tls_cert=settings.tls_cert,
                 tls_key=settings.tls_key,
                 client_ca=settings.client_ca,
+                max_streams=settings.grpc_max_streams,
             )
             runtime.grpc_port = await asyncio.to_thread(grpc_server.start)
         stop = asyncio.Event()
@@ -265,10 +266,13 @@ def uvicorn_config(app: Any, settings: ServingSettings, **overrides: Any) -> uvi
     none, and the app then refuses them on the metric paths (:class:`PrewarmApp`) from the
     certificate the HTTP protocol records.
 
-    Uvicorn's ``auto`` loop and HTTP parser pick ``uvloop`` and ``httptools`` (installed with
-    ``uvicorn[standard]``): several times cheaper per request than asyncio's loop and h11.
-    No access log: one log line per request would cost more than the answer.
+    Uvicorn's ``auto`` loop picks ``uvloop``, and the HTTP protocol is ``httptools``' (both
+    installed with ``uvicorn[standard]``): several times cheaper per request than asyncio's
+    loop and h11. It is extended with bounds on each request's head size and read time
+    (:mod:`serving.api.http_limits`). No access log: one log line per request would cost
+    more than the answer.
     """
+    protocol = bounded_requests()
     options: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
@@ -276,6 +280,7 @@ def uvicorn_config(app: Any, settings: ServingSettings, **overrides: Any) -> uvi
         "access_log": False,
         "server_header": False,
         "timeout_graceful_shutdown": 5,
+        "http": protocol,
     }
     if settings.tls_cert is not None:
         options.update(ssl_certfile=str(settings.tls_cert), ssl_keyfile=str(settings.tls_key))
@@ -283,7 +288,7 @@ def uvicorn_config(app: Any, settings: ServingSettings, **overrides: Any) -> uvi
             options.update(
                 ssl_ca_certs=str(settings.client_ca),
                 ssl_cert_reqs=ssl.CERT_OPTIONAL,
-                http=recording_client_certificates(AutoHTTPProtocol),
+                http=recording_client_certificates(protocol),
             )
     options.update(overrides)
     return uvicorn.Config(app, **options)

@@ -28,6 +28,7 @@ __all__ = [
 ]
 
 _SCHEME = "bearer"
+_EXPECTED = "this endpoint needs `Authorization: Bearer <token>`"
 # Where a connection's client certificate names travel in the ASGI scope's `state`.
 _STATE_KEY = "prewarm.client_common_names"
 
@@ -71,15 +72,12 @@ class TokenVerifier:
         if self._expected is None:
             return
         if not authorization:
-            raise AuthenticationError(
-                "missing `Authorization` header: this endpoint needs "
-                "`Authorization: Bearer <token>`"
-            )
+            raise AuthenticationError(f"missing `Authorization` header: {_EXPECTED}")
         scheme, _, credentials = authorization.strip().partition(" ")
         if scheme.lower() != _SCHEME or not credentials.strip():
-            raise AuthenticationError(
-                f"`Authorization` must use the Bearer scheme, got scheme {scheme!r}"
-            )
+            # Nothing of the value is echoed, not even its first word: a token sent without
+            # the scheme (`Authorization: s3cret`) would come back whole.
+            raise AuthenticationError(f"`Authorization` is not a bearer token: {_EXPECTED}")
         if not hmac.compare_digest(credentials.strip().encode("utf-8"), self._expected):
             raise AuthenticationError("invalid bearer token")
 

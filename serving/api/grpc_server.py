@@ -26,10 +26,11 @@ verified certificate needs no token. KEDA's ``external`` scaler sends no call me
 authenticates with ``tlsClientCert`` / ``tlsClientKey`` (kedacore/keda
 ``pkg/scalers/external_scaler.go``), so run KEDA over mutual TLS when a token is configured.
 
-Errors: unknown workload -> ``NOT_FOUND``; missing or bad metadata -> ``INVALID_ARGUMENT``;
-stale forecast, or a model that does not forecast the quantile the activation rule reads ->
-``UNAVAILABLE`` (KEDA's fallback then applies). ``StreamMetricSpec`` answers
-``UNIMPLEMENTED``, which keeps KEDA pull-only for specs.
+Errors: unknown workload, or one configured in another namespace than the
+``ScaledObjectRef``'s (empty: ``default``) -> ``NOT_FOUND``; missing or bad metadata ->
+``INVALID_ARGUMENT``; stale forecast, or a model that does not forecast the quantile the
+activation rule reads -> ``UNAVAILABLE`` (KEDA's fallback then applies).
+``StreamMetricSpec`` answers ``UNIMPLEMENTED``, which keeps KEDA pull-only for specs.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from serving.exceptions import (
     ForecastUnavailableError,
     MetadataError,
     ServingError,
+    TooManyError,
     UnknownMetricError,
     UnknownWorkloadError,
 )
@@ -58,7 +60,13 @@ from serving.wire import k8s
 from serving.wire.scaler_messages import metric_spec, metric_value, workload_from_metadata
 from serving.wire.stubs import load_externalscaler
 
-__all__ = ["MAX_MESSAGE_BYTES", "ExternalScalerServicer", "GrpcServer"]
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "UNARY_WORKERS",
+    "ExternalScalerServicer",
+    "GrpcServer",
+    "stream_limit",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +79,34 @@ _METRICS = {
 MAX_MESSAGE_BYTES = 1024 * 1024
 """Largest request or reply the server takes (gRPC's default is 4 MiB): KEDA's messages are a
 few hundred bytes, a larger one answers ``RESOURCE_EXHAUSTED`` before it is decoded."""
+
+UNARY_WORKERS = 16
+"""Handler threads no ``StreamIsActive`` can take: each open stream holds a thread of the
+server's pool for as long as it is open, so the pool is the stream limit plus these, and
+``IsActive`` / ``GetMetricSpec`` / ``GetMetrics`` still answer when every stream slot is taken."""
+
+_MIN_STREAMS = 16
+
+
+def stream_limit(workloads: int) -> int:
+    """Default number of ``StreamIsActive`` streams open at once: two per served workload, at
+    least 16.
+
+    KEDA opens one stream per ``external-push`` trigger (a ``min_replicas: 0`` workload's
+    ScaledObject); the second slot takes the stream KEDA opens again after a disconnection,
+    while the server has not yet seen the first one close (it looks every
+    ``stream_poll_seconds``).
+
+    Examples
+    --------
+    >>> stream_limit(3), stream_limit(100)
+    (16, 200)
+    """
+    return max(_MIN_STREAMS, 2 * workloads)
+
+
+_DEFAULT_NAMESPACE = "default"
+"""The namespace of a ScaledObjectRef that names none (a workload's default too)."""
 
 _CERTIFICATE = "x509_pem_cert"
 """The auth-context key gRPC sets when the peer presented a certificate the server verified."""
@@ -96,16 +132,27 @@ class ExternalScalerServicer:
         Shared state; only its snapshot, config and metrics are read.
     pb2 : module
         Generated messages.
+    max_streams : int, default 16
+        ``StreamIsActive`` streams open at once; one more answers ``RESOURCE_EXHAUSTED``.
     stream_poll_seconds : float, default 5
         How often an open ``StreamIsActive`` re-checks activity when no refresh happened
         (a forecast can go stale without a new snapshot).
     """
 
-    def __init__(self, runtime: Runtime, pb2: Any, *, stream_poll_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        pb2: Any,
+        *,
+        max_streams: int = _MIN_STREAMS,
+        stream_poll_seconds: float = 5.0,
+    ) -> None:
         self.runtime = runtime
         self.pb2 = pb2
+        self.max_streams = max_streams
         self.stream_poll_seconds = stream_poll_seconds
         self.stopping = threading.Event()
+        self._stream_slots = threading.BoundedSemaphore(max_streams)
 
     # -- helpers ---------------------------------------------------------------------------
     def _authenticate(self, context: grpc.ServicerContext) -> None:
@@ -116,10 +163,14 @@ class ExternalScalerServicer:
 
     def _workload(self, ref: Any) -> str:
         workload = workload_from_metadata(ref.scalerMetadata)
-        snapshot = self.runtime.store.current
-        if workload not in snapshot.states:
-            # The caller is authenticated (see _authenticate): it may see the configured names.
-            raise UnknownWorkloadError.of(workload, snapshot.workloads)
+        # KEDA sends the ScaledObject's namespace; an empty one is Kubernetes' default.
+        namespace = ref.namespace or _DEFAULT_NAMESPACE
+        if self.runtime.namespaces.get(workload) != namespace:
+            # As on the External Metrics API, a workload of another namespace answers as an
+            # unknown one: a ScaledObject must not read across namespaces. The caller is
+            # authenticated (see _authenticate): it may see the configured names.
+            configured = self.runtime.store.current.workloads
+            raise UnknownWorkloadError.of(workload, configured, namespace=namespace)
         return workload
 
     @staticmethod
@@ -146,6 +197,9 @@ class ExternalScalerServicer:
 
     def _active(self, ref: Any) -> bool:
         workload = self._workload(ref)
+        # The metric is not read here, but a trigger whose metric GetMetricSpec refuses must
+        # not wake the workload either.
+        self._metric(ref)
         threshold = self._threshold(ref)
         forecast = self.runtime.forecast(workload, api="grpc")
         probability = self.runtime.registered_policy(workload).activation_p
@@ -168,12 +222,24 @@ class ExternalScalerServicer:
             return _abort(context, exc)
 
     def StreamIsActive(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:  # noqa: N802
-        """Push the activity now, then again every time it changes."""
+        """Push the activity now, then again every time it changes; at most ``max_streams``
+        at once."""
         try:
-            self._authenticate(context)
+            self._authenticate(context)  # first: a caller without the token takes no slot
+            if not self._stream_slots.acquire(blocking=False):
+                raise TooManyError(
+                    f"at most {self.max_streams} StreamIsActive streams are served at once "
+                    "(PREWARM_GRPC_MAX_STREAMS) and all are open; retry later, IsActive answers"
+                )
         except ServingError as exc:
             _abort(context, exc)
             return
+        try:
+            yield from self._stream_activity(request, context)
+        finally:
+            self._stream_slots.release()
+
+    def _stream_activity(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         store = self.runtime.store
         last: bool | None = None
         seen = store.current
@@ -251,8 +317,10 @@ class GrpcServer:
     tls_cert, tls_key, client_ca : Path or None
         Serve TLS with this certificate; with ``client_ca``, require a client certificate
         chaining to it (mutual TLS).
-    max_workers : int, default 32
-        Handler threads; each open ``StreamIsActive`` holds one.
+    max_streams : int or None, default None
+        ``StreamIsActive`` streams served at once (each holds a handler thread); None:
+        :func:`stream_limit` of the served workloads. The pool has :data:`UNARY_WORKERS`
+        more threads, which only the unary RPCs use.
     """
 
     def __init__(
@@ -264,13 +332,17 @@ class GrpcServer:
         tls_cert: Path | None = None,
         tls_key: Path | None = None,
         client_ca: Path | None = None,
-        max_workers: int = 32,
+        max_streams: int | None = None,
     ) -> None:
         self.runtime = runtime
         self.host = host
         self.requested_port = port
         self.tls = (tls_cert, tls_key, client_ca)
-        self.max_workers = max_workers
+        self.max_streams = (
+            stream_limit(len(runtime.components.config.workloads))
+            if max_streams is None
+            else max_streams
+        )
         self.port: int | None = None
         self._server: grpc.Server | None = None
         self._servicer: ExternalScalerServicer | None = None
@@ -279,13 +351,13 @@ class GrpcServer:
         """Bind and start; return the bound port."""
         stubs = load_externalscaler()
         server = grpc.server(
-            futures.ThreadPoolExecutor(self.max_workers, "grpc"),
+            futures.ThreadPoolExecutor(self.max_streams + UNARY_WORKERS, "grpc"),
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ],
         )
-        servicer = ExternalScalerServicer(self.runtime, stubs.pb2)
+        servicer = ExternalScalerServicer(self.runtime, stubs.pb2, max_streams=self.max_streams)
         stubs.pb2_grpc.add_ExternalScalerServicer_to_server(servicer, server)
         address = f"{self.host}:{self.requested_port}"
         cert, key, client_ca = self.tls
@@ -302,7 +374,10 @@ class GrpcServer:
             raise OSError(f"cannot bind the gRPC server to {address}")
         server.start()
         self._server, self._servicer, self.port = server, servicer, port
-        logger.info("gRPC external scaler listening", extra={"address": f"{self.host}:{port}"})
+        logger.info(
+            "gRPC external scaler listening",
+            extra={"address": f"{self.host}:{port}", "max_streams": self.max_streams},
+        )
         return port
 
     def stop(self, grace: float = 2.0) -> None:

@@ -187,7 +187,8 @@ def test_train_missing_data_file_exits_3(tmp_path: Path) -> None:
 
 
 def test_help_epilogs_list_the_codes() -> None:
-    for command in ["train", "evaluate", "backtest", "manifests"]:
+    commands = ["train", "evaluate", "backtest", "manifests"]
+    for command in [*commands, "serve", "certs", "shadow-report", "demo"]:
         text = invoke(command, "--help").output
         assert "Exit codes:" in text
         assert "  2  " in text and "  3  " in text, command

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from serving.api.app import create_app, uvicorn_config
-from serving.api.grpc_server import MAX_MESSAGE_BYTES
+from serving.api.grpc_server import MAX_MESSAGE_BYTES, stream_limit
 from serving.api.runtime import ServingComponents
 from serving.settings import ServingSettings
 from serving.wire.scaler_messages import metric_spec, metric_value
@@ -39,7 +41,8 @@ from tests.serving.support import (
 
 pytestmark = pytest.mark.integration
 
-LEVELS = {"chat": 40.0}
+LEVELS = {"chat": 40.0, "embed": 7.0}
+NAMESPACES = {"chat": "default", "embed": "inference"}
 TOKEN = "grpc-s3cret"
 BEARER = (("authorization", f"Bearer {TOKEN}"),)
 
@@ -86,6 +89,8 @@ def _app(settings: ServingSettings) -> Any:
     registry = DictRegistry("prewarm-test")
     registry.add(fit_planner(frame, specs(LEVELS)))
     config = refresh_config(LEVELS, max_staleness=3600.0)
+    workloads = [replace(w, namespace=NAMESPACES[w.name]) for w in config.workloads]
+    config = replace(config, workloads=workloads)
     return create_app(settings, ServingComponents(config, lambda: source, registry))
 
 
@@ -119,8 +124,14 @@ def _ref(pb2: Any, workload: str = "chat") -> Any:
 
 @pytest.mark.parametrize(
     "metadata",
-    [(), (("authorization", "Bearer wrong-token"),), (("authorization", TOKEN),)],
-    ids=["missing", "wrong", "not-bearer"],
+    [
+        (),
+        (("authorization", "Bearer wrong-token"),),
+        (("authorization", TOKEN),),
+        (("authorization", f"Basic {TOKEN}"),),
+        (("authorization", TOKEN * 500),),  # under gRPC's 8 KiB metadata limit
+    ],
+    ids=["missing", "wrong", "not-bearer", "basic", "5500-chars"],
 )
 def test_every_rpc_refuses_a_call_without_the_token(plain: Any, metadata: Any) -> None:
     pb2, stub = plain
@@ -139,7 +150,12 @@ def test_every_rpc_refuses_a_call_without_the_token(plain: Any, metadata: Any) -
         with pytest.raises(grpc.RpcError) as caught:
             call()
         assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED, name
-        assert "wrong-token" not in (caught.value.details() or ""), name
+        details = caught.value.details() or ""
+        # No part of the credential comes back, whatever its scheme: the token sent without
+        # one was once echoed as the "scheme" it used.
+        sent = " ".join(value for _, value in metadata).split()
+        assert not [word for word in sent if word != "Bearer" and word in details], name
+        assert len(details) < 400, name
 
 
 def test_the_token_is_accepted(plain: Any) -> None:
@@ -247,3 +263,110 @@ def test_a_message_over_the_limit_is_refused_before_it_is_read(plain: Any) -> No
         lambda: stub.IsActive(_ref(pb2, "w" * (MAX_MESSAGE_BYTES + 1)), timeout=5, metadata=BEARER)
     )
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+# -- namespaces and trigger metadata --------------------------------------------------------
+def _rpcs(pb2: Any, stub: Any, ref: Any) -> dict[str, Any]:
+    """Each RPC of ``ref``, with the token, as a call that returns its first answer."""
+    request = pb2.GetMetricsRequest(scaledObjectRef=ref, metricName="prewarm_desired_replicas")
+    return {
+        "IsActive": lambda: stub.IsActive(ref, timeout=5, metadata=BEARER),
+        "GetMetricSpec": lambda: stub.GetMetricSpec(ref, timeout=5, metadata=BEARER),
+        "GetMetrics": lambda: stub.GetMetrics(request, timeout=5, metadata=BEARER),
+        "StreamIsActive": lambda: next(stub.StreamIsActive(ref, timeout=5, metadata=BEARER)),
+    }
+
+
+SERVED = [("inference", "embed"), ("default", "chat"), ("", "chat")]
+"""(namespace, workload) pairs answered: each workload in its own namespace, an unset one
+read as `default`."""
+REFUSED = [("other", "embed"), ("default", "embed"), ("", "embed"), ("inference", "chat")]
+
+
+def test_a_workload_is_scaled_only_from_its_namespace(plain: Any) -> None:
+    """The reported case: GetMetrics of `embed` (namespace `inference`) from a ScaledObject
+    of namespace `other` answered its value, where HTTP answers 404."""
+    pb2, stub = plain
+
+    def calls(namespace: str, workload: str) -> dict[str, Any]:
+        metadata = {"workload": workload}
+        return _rpcs(pb2, stub, pb2.ScaledObjectRef(namespace=namespace, scalerMetadata=metadata))
+
+    for namespace, workload in SERVED:
+        for name, call in calls(namespace, workload).items():
+            assert call() is not None, (name, namespace, workload)
+    for namespace, workload in REFUSED:
+        for name, call in calls(namespace, workload).items():
+            error = _refused(call)
+            assert error.code() == grpc.StatusCode.NOT_FOUND, (name, namespace, workload)
+            # Answered as an unknown workload, as the External Metrics API answers it.
+            expected = f"unknown workload '{workload}' in namespace '{namespace or 'default'}'"
+            assert (error.details() or "").startswith(expected), (name, error.details())
+
+
+def test_an_unknown_metric_in_the_trigger_is_refused_by_every_rpc_that_reads_it(
+    plain: Any,
+) -> None:
+    """IsActive and StreamIsActive used to ignore the `metric` key GetMetricSpec refuses."""
+    pb2, stub = plain
+    ref = _ref(pb2)
+    ref.scalerMetadata["metric"] = "nope"
+    for name in ("GetMetricSpec", "IsActive", "StreamIsActive"):
+        error = _refused(_rpcs(pb2, stub, ref)[name])
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, name
+        assert "`metric` must be one of" in (error.details() or ""), name
+        assert "'nope'" in (error.details() or ""), name
+
+
+# -- open streams -----------------------------------------------------------------------------
+OLD_POOL = 32
+"""Handler threads of the server before streams were limited: as many open streams stopped
+every unary RPC."""
+
+
+def _first(pool: ThreadPoolExecutor, call: Any) -> grpc.StatusCode:
+    """OK once the stream's first answer arrives, else the code it was refused with."""
+    try:
+        pool.submit(next, call).result(timeout=30)
+    except grpc.RpcError as error:
+        return error.code()  # type: ignore[no-any-return]
+    return grpc.StatusCode.OK
+
+
+def test_unary_calls_answer_while_every_stream_slot_is_taken() -> None:
+    """The reported case: 32 open StreamIsActive streams held the 32 handler threads and
+    GetMetrics then hit its deadline; any client could open them."""
+    settings = ServingSettings(port=free_port(), grpc_port=0)  # no token: anyone may call
+    stubs = load_externalscaler()
+    pb2 = stubs.pb2
+    ref = _ref(pb2)
+    limit = stream_limit(len(LEVELS))
+    assert limit < OLD_POOL
+    with (
+        _serving(settings) as port,
+        grpc.insecure_channel(f"127.0.0.1:{port}") as channel,
+        ThreadPoolExecutor(4) as pool,
+    ):
+        stub = stubs.pb2_grpc.ExternalScalerStub(channel)
+        streams = [stub.StreamIsActive(ref) for _ in range(OLD_POOL)]
+        codes = [_first(pool, call) for call in streams]
+        assert codes.count(grpc.StatusCode.OK) == limit
+        assert codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED) == OLD_POOL - limit
+        refused = _refused(lambda: next(stub.StreamIsActive(ref)))
+        assert f"at most {limit} StreamIsActive streams" in (refused.details() or "")
+        # Every slot is taken, and the unary RPCs still answer.
+        request = pb2.GetMetricsRequest(scaledObjectRef=ref, metricName="prewarm_desired_replicas")
+        assert stub.GetMetrics(request, timeout=30).metricValues
+        assert stub.IsActive(ref, timeout=30).result is True
+        # A closed stream gives its slot back (the server sees it within its poll interval).
+        for call in streams:
+            call.cancel()
+
+        def reopened() -> bool:
+            call = stub.StreamIsActive(ref)
+            try:
+                return _first(pool, call) == grpc.StatusCode.OK
+            finally:
+                call.cancel()
+
+        wait_until(reopened, timeout=60, every=0.5)

@@ -183,6 +183,32 @@ def test_an_unknown_workload_is_listed_only_to_a_caller_with_the_token(
     assert "configured workloads: chat, embed" in _status(right, 404)["message"]
 
 
+# -- credentials are never echoed --------------------------------------------------------------
+SECRET = "S3CRETTOKEN123"
+
+
+def _echoed(authorization: str, message: str) -> list[str]:
+    """The words of ``authorization`` found in ``message``, the expected scheme's aside."""
+    return [word for word in authorization.split() if word != "Bearer" and word in message]
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [SECRET, f"Token {SECRET}", f"Basic {SECRET}", f"{SECRET} Bearer", SECRET * 1500],
+    ids=["token-alone", "other-scheme", "basic", "scheme-second", "20000-chars"],
+)
+@pytest.mark.parametrize("path", ["/v1/workloads/chat/forecast", "/v1/workloads"])
+def test_a_refused_authorization_header_is_not_echoed(
+    http: httpx.Client, authorization: str, path: str
+) -> None:
+    """The reported case: a token sent without its scheme came back in the 401 as the
+    "scheme" it used; a 20,000-character header came back whole."""
+    body = _status(http.get(path, headers={"Authorization": authorization}), 401)
+    assert not _echoed(authorization, body["message"])
+    assert "Authorization: Bearer <token>" in body["message"]
+    assert len(body["message"]) < BOUND
+
+
 # -- the namespace of the metric URL ----------------------------------------------------------
 def _metric_in(namespace: str, workload: str) -> str:
     return (

@@ -222,6 +222,9 @@ def test_prewarm_serve_with_the_deployment_s_flags_and_environment(tmp_path: Pat
         "workloads:\n  - name: chat\n    capacity: {capacity_per_replica: 10, cold_start: 1m}\n"
         f"mlflow: {{tracking_uri: 'sqlite:///{tmp_path / 'mlflow.db'}', registered_model: m}}\n"
     )
+    # A store with nothing registered in it (an empty file is an empty SQLite database):
+    # serve refuses a missing store, which a misspelt path would be.
+    (tmp_path / "mlflow.db").touch()
     port = free_port()
     env = {**os.environ, "PREWARM_REQUESTHEADER_ALLOWED_NAMES": f'["{ALLOWED}"]'}
     log = (tmp_path / "serve.log").open("w")
