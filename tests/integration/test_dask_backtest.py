@@ -16,6 +16,7 @@ from click.testing import CliRunner, Result
 from mlflow.tracking import MlflowClient
 
 from prewarm.cli import cli
+from prewarm.config_backtest import named_backtest
 from training.compute import ComputeError, dask_client, map_calls
 from training.config import load_config
 from training.pipeline import run_training
@@ -64,7 +65,8 @@ def backtest(config: Path, *extra: str) -> Result:
 def computed(cluster: object) -> int:
     """How many backtests the cluster's workers have computed."""
     prefixes = cluster.scheduler.task_prefixes  # type: ignore[attr-defined]
-    return int(prefixes["backtest"].state_counts["memory"]) if "backtest" in prefixes else 0
+    prefix = named_backtest.__name__  # what each workload's call runs on a worker
+    return int(prefixes[prefix].state_counts["memory"]) if prefix in prefixes else 0
 
 
 def test_the_cluster_run_writes_the_local_run_documents(
