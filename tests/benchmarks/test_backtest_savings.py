@@ -87,7 +87,7 @@ def test_features_reach_the_model_and_name_only_what_they_change() -> None:
         ("{lags", "Expecting property name"),
         ("[0, 1]", "expected a JSON object of FeatureConfig fields"),
         ('{"lagz": [0]}', "lagz"),
-        ('{"lags": [-1]}', "must be whole cells >= 0"),
+        ('{"lags": [-1]}', "must be whole cells in [0, 5,000,000]"),
     ],
 )
 def test_bad_features_are_refused_echoing_the_value(text: str, says: str) -> None:
