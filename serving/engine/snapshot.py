@@ -310,6 +310,7 @@ class SnapshotStore(Generic[EncodedT]):
         # One tuple, so that a reader never sees a snapshot with another snapshot's encoding.
         self._published = (initial, encode(initial, None))
         self._changed = threading.Condition()
+        self._wakes = 0  # wake_all's count: a waiter woken by it returns without a new snapshot
 
     @property
     def current(self) -> Snapshot:
@@ -340,10 +341,18 @@ class SnapshotStore(Generic[EncodedT]):
             The current snapshot (``seen`` itself on timeout).
         """
         with self._changed:
-            self._changed.wait_for(lambda: self.current is not seen, timeout=timeout)
+            wakes = self._wakes
+            self._changed.wait_for(
+                lambda: self.current is not seen or self._wakes != wakes, timeout=timeout
+            )
             return self.current
 
     def wake_all(self) -> None:
-        """Wake waiters without a new snapshot (shutdown)."""
+        """End every :meth:`wait_for_change` now, without a new snapshot (shutdown).
+
+        A plain notify woke the waiters only to find their predicate still false: they slept
+        on to their timeout, and open streams outlived the server's stop by up to its length.
+        """
         with self._changed:
+            self._wakes += 1
             self._changed.notify_all()

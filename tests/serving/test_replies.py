@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -149,3 +150,21 @@ def test_bodies_are_encoded_on_first_read_and_kept() -> None:
     assert replies.metric("chat", k8s.METRIC_DESIRED_REPLICAS, now) is first
     assert replies.keda("chat", now) is not None
     assert replies._entries["embed"]._metrics == {}  # only what was asked was encoded
+
+
+def test_wake_all_ends_a_wait_without_a_new_snapshot() -> None:
+    # at shutdown: a plain notify left each open stream asleep until its poll timeout
+    store = SnapshotStore(snapshot(), Replies)
+    seen = store.current
+    returned = threading.Event()
+
+    def wait() -> None:
+        store.wait_for_change(seen, timeout=600)
+        returned.set()
+
+    threading.Thread(target=wait, daemon=True).start()
+    for _ in range(1200):  # again until the waiter is inside its wait; a minute at most
+        store.wake_all()
+        if returned.wait(0.05):
+            break
+    assert returned.is_set(), "wait_for_change slept through wake_all"
