@@ -1288,6 +1288,8 @@ class _UniqueKeys(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor`: its keys may be given again, to override them
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, Hashable) and key in seen:
                 raise yaml.constructor.ConstructorError(

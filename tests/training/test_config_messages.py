@@ -255,3 +255,19 @@ def test_a_prometheus_url_is_refused_without_echoing_its_password(
     message = error(data)
     assert named in message and "***@prom:9090" in message
     assert "s3cretPW" not in message
+
+
+def test_a_merge_key_still_shares_a_section_and_its_keys_may_be_overridden(
+    tmp_path: Path,
+) -> None:
+    # the duplicate-key check must leave YAML's `<<: *anchor` to YAML
+    path = tmp_path / "prewarm.yaml"
+    path.write_text(
+        "source: {type: prometheus, url: 'http://127.0.0.1:9', step: 5m}\n"
+        "workloads:\n"
+        "  - {name: a, demand: up, capacity: &cap {capacity_per_replica: 1, max_replicas: 40}}\n"
+        "  - {name: b, demand: up, capacity: {<<: *cap, max_replicas: 8}}\n"
+    )
+    a, b = load_config(path).workloads
+    assert (a.capacity.max_replicas, b.capacity.max_replicas) == (40, 8)
+    assert b.capacity.capacity_per_replica == 1
