@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from prewarm.exit_codes import ExitCode, epilog, fail
-from prewarm.options import user_errors
+from prewarm.options import OutputFolder, user_errors
 
 SERVICE = "prewarm-serve"
 NAMESPACE = "prewarm"
@@ -255,7 +255,7 @@ def write_install(out: Path, deploy: Path, now: dt.datetime, days: int = 365) ->
 )
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OutputFolder(),
     required=True,
     help="Folder for the Secret, the caBundle patch and their kustomization.yaml.",
 )

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 
 from prewarm.exit_codes import ExitCode, epilog, exit_code, fail
-from prewarm.options import config_option, tracking_uri_option
+from prewarm.options import OutputFolder, config_option, tracking_uri_option
 
 if TYPE_CHECKING:
     from forecaster.workload import WorkloadPolicy
@@ -262,7 +262,20 @@ def _milli(value: float) -> Decimal:
 
     Rounding first to 1e-6 milli drops float noise (4 x 0.01 is 0.04000000000000001, which
     the HPA would read as 41m).
+
+    Raises
+    ------
+    ConfigError
+        ``value`` is above 0 and below one milli-unit: the HPA would read 1m, many times it
+        (or a zero target the API server refuses), not what the backtest simulated.
     """
+    from forecaster.exceptions import ConfigError
+
+    if 0 < value < 0.001:
+        raise ConfigError(
+            f"a target or tolerance of {value:g} is below the 0.001 (1m) an HPA reads: raise "
+            "capacity_per_replica (or the utilization), or state demand in a smaller unit"
+        )
     return Decimal(math.ceil(round(value * 1000, 6))) / 1000
 
 
@@ -300,6 +313,29 @@ def header(name: str, policy: WorkloadPolicy, origin: str, kind: Kind) -> str:
         f"capacity_per_replica x target_utilization; behavior as simulated (Kubernetes\n"
         f"defaults). Re-render after each promotion; do not edit the numbers by hand."
     )
+
+
+# A Kubernetes object's name: a DNS subdomain (RFC 1123), as the API server checks it.
+_OBJECT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _check_object(name: str, policy: WorkloadPolicy, kind: Kind) -> None:
+    """Refuse what the API server would refuse of workload ``name``'s object (prewarm's own
+    names also take ``_``, which Prometheus labels do and Kubernetes names do not)."""
+    from forecaster.exceptions import ConfigError
+
+    if len(name) > 253 or not _OBJECT_NAME.match(name):
+        raise ConfigError(
+            f"workload {name!r} is no Kubernetes object name (lower-case letters, digits, '-' "
+            "and '.', a letter or digit at each end and beside each '.'): the API server "
+            "would refuse its autoscaler; name the workload as its Deployment is named"
+        )
+    if kind == "hpa" and policy.spec.min_replicas == 0:
+        raise ConfigError(
+            f"workload {name!r} has min_replicas 0, which an HPA takes only with the alpha "
+            "feature gate HPAScaleToZero: render it with `--kind keda`, which wakes it from "
+            "zero, or set min_replicas to 1"
+        )
 
 
 def render(
@@ -344,19 +380,23 @@ def render(
     files = {}
     for workload in config.workloads:
         policy = policies.by_workload[workload.name]
+        _check_object(workload.name, policy, kind)
         service = SERVE_SERVICE
         if shards > 1:
             service = f"{SERVE_SERVICE}-{shard_of(workload.name, shards)}"
         wiring = Wiring(workload.namespace, demand_metric, service)
-        if kind == "hpa":
-            document = hpa_manifest(workload.name, policy, wiring)
-            suffix = "hpa"
-        else:
-            assert isinstance(config.source, PrometheusSourceConfig)  # checked above
-            document = scaled_object(
-                workload.name, policy, wiring, str(config.source.url), str(workload.demand)
-            )
-            suffix = "scaledobject"
+        try:
+            if kind == "hpa":
+                document = hpa_manifest(workload.name, policy, wiring)
+                suffix = "hpa"
+            else:
+                assert isinstance(config.source, PrometheusSourceConfig)  # checked above
+                document = scaled_object(
+                    workload.name, policy, wiring, str(config.source.url), str(workload.demand)
+                )
+                suffix = "scaledobject"
+        except ConfigError as exc:
+            raise ConfigError(f"workload {workload.name!r}: {exc}") from exc
         text = to_yaml(document, header(workload.name, policy, policies.origin, kind))
         files[f"{workload.name}.{suffix}.yaml"] = text
     return files
@@ -375,7 +415,7 @@ def render(
     "out_dir",
     default=Path("manifests"),
     show_default=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OutputFolder(),
     help="Folder the manifests are written to.",
 )
 @tracking_uri_option()

@@ -99,6 +99,19 @@ class OutputFile(click.ParamType):
         return path
 
 
+class OutputFolder(click.Path):
+    """A folder a command writes into; an empty value (an unset shell variable) is refused,
+    not taken for the working directory (a repository's, say, where files would land)."""
+
+    def __init__(self) -> None:
+        super().__init__(file_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{_flag(param, 'folder')} names no folder, got {value!r}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 SEED = click.IntRange(0, 2**31 - 1)
 """A random seed: the boosting libraries take a 32-bit signed one."""
 PORT = click.IntRange(0, 65535)

@@ -288,3 +288,38 @@ def test_flags_the_cluster_would_refuse_are_refused_before_writing(
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize(
+    ("change", "kind", "message"),
+    [
+        # each was written, exit 0, and refused by the API server (or read 2,500x off)
+        (("name: batch", "name: batch_jobs"), "hpa", "workload 'batch_jobs' is no Kubernetes"),
+        (("name: batch", "name: a..b"), "keda", "workload 'a..b' is no Kubernetes object name"),
+        (("max_replicas: 8}", "max_replicas: 8, min_replicas: 0}"), "hpa", "HPAScaleToZero"),
+        (
+            ("capacity_per_replica: 0.05", "capacity_per_replica: 0.00001"),
+            "hpa",
+            "workload 'batch': a target or tolerance of 8e-06 is below the 0.001 (1m)",
+        ),
+    ],
+    ids=["underscore", "dots", "hpa-from-zero", "target-below-1m"],
+)
+def test_objects_the_api_server_would_refuse_are_refused_before_writing(
+    tmp_path: Path, change: tuple[str, str], kind: str, message: str
+) -> None:
+    path = tmp_path / "prewarm.yaml"
+    path.write_text(CONFIG.replace(*change))
+    result = _run(
+        "--config", str(path), "--out", str(tmp_path / "out"), "--kind", kind,
+        "--tracking-uri", f"sqlite:///{tmp_path / 'absent.db'}",
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_empty_out_is_no_folder(config: Path, tmp_path: Path) -> None:
+    # an unset shell variable wrote the manifests into the working directory
+    result = _run("--config", str(config), "--out", "")
+    assert result.exit_code == 2 and "--out names no folder" in result.output
