@@ -163,7 +163,8 @@ def _check_addresses(settings: ServingSettings, flags: Mapping[str, Any]) -> Non
 @click.option(
     "--token-file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Require this bearer token on the KEDA metrics-api endpoints (or PREWARM_TOKEN).",
+    help="Require the bearer token this file holds on the KEDA endpoints (or "
+    "PREWARM_TOKEN_FILE; PREWARM_TOKEN gives the token itself).",
 )
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI of the registry.")
 @click.option(
