@@ -209,10 +209,16 @@ def validate_frame(
     return out.sort_values([columns.id_col, columns.time_col], ignore_index=True)
 
 
+def beyond_range(values: np.ndarray, limit: float = MAX_VALUE) -> np.ndarray:
+    """Where ``values`` leave the sane range: infinite, or ``limit`` or more in magnitude
+    (NaN is missing, not beyond it)."""
+    with np.errstate(invalid="ignore"):
+        return ~(np.abs(values) < limit) & ~np.isnan(values)
+
+
 def _check_range(frame: pd.DataFrame, column: str, limit: float, columns: Columns) -> None:
     values = frame[column].to_numpy(dtype=float)
-    with np.errstate(invalid="ignore"):
-        beyond = ~(np.abs(values) < limit) & ~np.isnan(values)
+    beyond = beyond_range(values, limit)
     if beyond.any():
         # The frame is not sorted yet: its first offending row is the input's, named by the
         # file's line when it was read from one, else by its label, as every other check

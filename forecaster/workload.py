@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from forecaster.exceptions import ConfigError, shown
+from forecaster.exceptions import ConfigError, check_positive, shown
 from forecaster.frame import MAX_VALUE
 
 ColdStartKind = Literal["fixed", "uniform", "lognormal"]
@@ -39,18 +39,6 @@ TIER_QUANTILES: dict[int, float] = {1: 0.99, 2: 0.95, 3: 0.8}
 # z-score of the 95th percentile: a lognormal cold start is planned at its p95 so that a
 # forecast-driven policy asks early enough for most replicas, not just the median one.
 _Z95 = 1.6448536269514722
-
-
-def _positive(name: str, value: float, least: float = 0.0) -> None:
-    """``value`` above ``least`` (exclusive at 0) and at most :data:`MAX_VALUE`: a demand
-    per replica or a price past it is a unit mistake, and sums of it overflow to inf."""
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    above = number and (value >= least if least else value > 0)
-    if not (above and math.isfinite(value) and value <= MAX_VALUE):
-        bound = f">= {least:g}" if least else "> 0"
-        raise ConfigError(
-            f"`{name}` must be a finite number {bound} and <= {MAX_VALUE:g}, got {shown(value)}"
-        )
 
 
 @dataclass(frozen=True)
@@ -92,8 +80,8 @@ class ColdStart:
                     f"got low={self.low!r}, high={self.high!r}"
                 )
         elif self.kind == "lognormal":
-            _positive("cold_start.seconds", self.seconds)
-            _positive("cold_start.sigma", self.sigma)
+            check_positive("cold_start.seconds", self.seconds, most=MAX_VALUE)
+            check_positive("cold_start.sigma", self.sigma, most=MAX_VALUE)
         else:
             raise ConfigError(
                 f"`cold_start.kind` must be one of fixed, uniform, lognormal, got {self.kind!r}"
@@ -135,8 +123,9 @@ class ColdStart:
 MAX_REPLICAS = 100_000
 """Upper bound on any replica count: the simulator keeps one entry per replica warming up."""
 MIN_CAPACITY = 1e-6
-"""Least demand one replica may serve: an HPA's target (it times the utilization) is a
-Kubernetes quantity, which holds nothing finer than a billionth."""
+"""Least demand one replica may serve: less is a unit mistake (a millionth of a request per
+second). The HPA reads its target in thousandths, so ``prewarm manifests`` also refuses a
+target (capacity times utilization) under 0.001."""
 
 
 @dataclass(frozen=True)
@@ -191,10 +180,11 @@ class WorkloadSpec:
         if not isinstance(self.cold_start, ColdStart):
             _check_number("cold_start", self.cold_start)
             object.__setattr__(self, "cold_start", ColdStart.fixed(float(self.cold_start)))
-        # at least a millionth: a smaller one renders as a zero quantity in an HPA's target
-        _positive("capacity_per_replica", self.capacity_per_replica, least=MIN_CAPACITY)
-        _positive("replica_hour_cost", self.replica_hour_cost)
-        _positive("slo_latency_seconds", self.slo_latency_seconds)
+        check_positive(
+            "capacity_per_replica", self.capacity_per_replica, least=MIN_CAPACITY, most=MAX_VALUE
+        )
+        check_positive("replica_hour_cost", self.replica_hour_cost, most=MAX_VALUE)
+        check_positive("slo_latency_seconds", self.slo_latency_seconds, most=MAX_VALUE)
         _unit_interval("target_utilization", self.target_utilization, closed_right=True)
         _unit_interval("slo_unserved_fraction", self.slo_unserved_fraction, closed_right=False)
         if not (isinstance(self.min_replicas, int) and self.min_replicas >= 0):
@@ -226,7 +216,7 @@ class WorkloadSpec:
             for name, value in (("miss_cost", self.miss_cost), ("idle_cost", self.idle_cost)):
                 if value is None:
                     raise ConfigError(f"`{name}` is required with the other cost, got None")
-                _positive(name, value)
+                check_positive(name, value, most=MAX_VALUE)
 
     @property
     def cold_start_model(self) -> ColdStart:

@@ -121,9 +121,7 @@ PORT = click.IntRange(0, 65535)
 def _flag(param: click.Parameter | None, default: str) -> str:
     """The option's flag (``--cold-start``, as typed: ``--json`` stores ``json_path``) for
     an error message, else ``default``."""
-    if param is not None and param.opts:
-        return param.opts[0]
-    return f"--{param.name.replace('_', '-')}" if param and param.name else default
+    return param.opts[0] if param is not None and param.opts else default
 
 
 def split_names(value: str | None) -> list[str] | None:

@@ -60,8 +60,10 @@ def build_components(
 def _origin(field: str, flags: Mapping[str, Any]) -> str:
     """What set ``field``: its flag (``--shard``), else its variable (``PREWARM_SHARD``) when
     that is set, else the flag (the default, which the flag changes)."""
-    flag, variable = f"--{field.replace('_', '-')}", f"PREWARM_{field.upper()}"
-    return variable if field not in flags and variable in os.environ else flag
+    from serving.settings import flag_of, variable_of
+
+    variable = variable_of(field)
+    return variable if field not in flags and variable in os.environ else flag_of(field)
 
 
 def _settings_problems(error: ValidationError, flags: Mapping[str, Any]) -> str:

@@ -26,14 +26,24 @@ from serving.shards import Shard
 from training.config import ServingConfig, TrainConfig
 from training.logs import LOG_LEVELS
 
-__all__ = ["RefreshConfig", "ServingSettings", "WorkloadConfig"]
+__all__ = ["RefreshConfig", "ServingSettings", "WorkloadConfig", "flag_of", "variable_of"]
 
 _ENV_PREFIX = "PREWARM_"
 
 
+def flag_of(field: str) -> str:
+    """The ``prewarm serve`` flag that sets ``field`` (``--tls-key``)."""
+    return f"--{field.replace('_', '-')}"
+
+
+def variable_of(field: str) -> str:
+    """The environment variable that sets ``field`` (``PREWARM_TLS_KEY``)."""
+    return f"{_ENV_PREFIX}{field.upper()}"
+
+
 def _how(field: str) -> str:
     """How ``prewarm serve`` sets ``field``: ``--tls-key or PREWARM_TLS_KEY``."""
-    return f"--{field.replace('_', '-')} or {_ENV_PREFIX}{field.upper()}"
+    return f"{flag_of(field)} or {variable_of(field)}"
 
 
 class ServingSettings(BaseSettings):
@@ -150,7 +160,7 @@ class ServingSettings(BaseSettings):
             value = self.token.get_secret_value().strip()
             if not value:
                 raise ConfigError(
-                    f"`token` ({_ENV_PREFIX}TOKEN) is set but blank: set the token, or "
+                    f"`token` ({variable_of('token')}) is set but blank: set the token, or "
                     "unset it to serve without one"
                 )
             return value

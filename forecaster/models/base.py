@@ -24,7 +24,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from forecaster.exceptions import ConfigError, DataValidationError, shown
+from forecaster.exceptions import ConfigError, DataValidationError
 from forecaster.frame import Columns, infer_step, validate_frame
 from forecaster.panel import NS, Panel
 
@@ -83,23 +83,6 @@ def planned_window(
         largest.to_numpy(dtype=float), spanned.to_numpy(dtype=float), window_span, *span
     )
     return pd.DataFrame(values, index=largest.index, columns=list(levels))
-
-
-def check_whole(name: str, value: object, least: int, most: int | None = None) -> None:
-    """Raise :class:`ConfigError` naming parameter ``name`` unless ``value`` is a whole
-    number (not a bool) in ``[least, most]``."""
-    whole = isinstance(value, int | np.integer) and not isinstance(value, bool)
-    if not whole or value < least or (most is not None and value > most):  # type: ignore[operator]
-        bound = f"in [{least}, {most:,}]" if most is not None else f">= {least}"
-        raise ConfigError(f"`{name}` must be a whole number {bound}, got {shown(value)}")
-
-
-def check_positive(name: str, value: object) -> None:
-    """Raise :class:`ConfigError` naming parameter ``name`` unless ``value`` is a finite
-    number above zero."""
-    number = isinstance(value, int | float | np.number) and not isinstance(value, bool)
-    if not number or not 0 < float(value) < float("inf"):  # type: ignore[arg-type]
-        raise ConfigError(f"`{name}` must be a finite number > 0, got {shown(value)}")
 
 
 def quantile_column(q: float) -> str:

@@ -38,17 +38,17 @@ from scipy.optimize import linprog
 from sklearn.utils.validation import check_is_fitted
 
 from forecaster.duration import parse_duration
-from forecaster.exceptions import ConfigError, DataValidationError, NotEnoughHistoryError, shown
+from forecaster.exceptions import (
+    ConfigError,
+    DataValidationError,
+    NotEnoughHistoryError,
+    check_whole,
+    shown,
+)
 from forecaster.features import FeatureConfig, window_target
 from forecaster.frame import Columns
 from forecaster.metrics import coverage, pinball_loss
-from forecaster.models.base import (
-    BaseForecaster,
-    Origins,
-    check_whole,
-    planned_window,
-    quantile_column,
-)
+from forecaster.models.base import BaseForecaster, Origins, planned_window, quantile_column
 from forecaster.models.components import COMPONENTS
 from forecaster.panel import Panel
 

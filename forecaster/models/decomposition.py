@@ -21,8 +21,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.duration import parse_duration
-from forecaster.exceptions import ConfigError
-from forecaster.models.base import check_whole
+from forecaster.exceptions import ConfigError, check_whole
 from forecaster.models.baseline import AUTO, SmoothedLevel
 from forecaster.panel import Panel
 

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from forecaster.duration import parse_duration
+from forecaster.exceptions import check_whole
 from forecaster.features import MIN_SCALE
-from forecaster.models.base import BaseForecaster, check_whole
+from forecaster.models.base import BaseForecaster
 from forecaster.models.baseline import ewma, forward_fill
 from forecaster.panel import Panel
 

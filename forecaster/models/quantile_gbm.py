@@ -23,7 +23,13 @@ from threadpoolctl import threadpool_limits
 
 from forecaster.calibration import ConformalCalibrator
 from forecaster.duration import parse_duration
-from forecaster.exceptions import ConfigError, NotEnoughHistoryError, shown
+from forecaster.exceptions import (
+    ConfigError,
+    NotEnoughHistoryError,
+    check_positive,
+    check_whole,
+    shown,
+)
 from forecaster.features import (
     FeatureConfig,
     FeatureMatrix,
@@ -32,7 +38,7 @@ from forecaster.features import (
     window_targets,
     with_seasonal_windows,
 )
-from forecaster.models.base import BaseForecaster, check_positive, check_whole
+from forecaster.models.base import BaseForecaster
 from forecaster.panel import Panel
 
 logger = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from forecaster.frame import MAX_VALUE
+from forecaster.frame import MAX_VALUE, beyond_range
 from training.sources.base import HistorySource
 
 __all__ = ["FetchOutcome", "History", "HistorySource", "RollingWindow", "WorkloadQuery"]
@@ -419,7 +419,7 @@ class RollingWindow:
 def _refused(values: np.ndarray) -> np.ndarray:
     """Cells the data contract refuses: negative demand (column 0), infinite values, values of
     :data:`~forecaster.frame.MAX_VALUE` or more in magnitude. NaN is missing, not refused."""
-    refused = np.abs(values) >= MAX_VALUE
+    refused = beyond_range(values)
     refused[:, 0] |= values[:, 0] < 0
     return refused
 
