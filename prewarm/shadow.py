@@ -96,7 +96,6 @@ def period_of(since: int, until: pd.Timestamp | None, step: int, clock: Clock) -
             f"{MAX_GRID_CELLS:,} a series may hold"
         )
     now = clock()
-    now = now.tz_localize("UTC") if now.tzinfo is None else now  # naive = UTC, as --until
     if until is not None and until > now:
         raise ConfigError(
             f"`--until` {until.isoformat()} is in the future (now: {now.isoformat()})"

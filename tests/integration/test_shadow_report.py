@@ -44,6 +44,7 @@ from training.config import load_config, parse_config
 from training.pipeline import run_training
 from training.registry import load_champion
 from training.sources import make_source
+from training.sources.base import wall_clock
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -164,7 +165,7 @@ def shadows(cluster: Cluster) -> dict[str, WorkloadShadow]:
     """The replay behind the replayed report, read from the same Prometheus."""
     config = load_config(cluster.config)
     loaded = load_champion("shadow", cluster.uri)
-    period = period_of(SHADOW_DAYS * 86400, pd.Timestamp(UNTIL), loaded.step, pd.Timestamp.now)
+    period = period_of(SHADOW_DAYS * 86400, pd.Timestamp(UNTIL), loaded.step, wall_clock)
     source = make_source(config.source.type, config.source)
     try:
         return replay_workloads(config, loaded, source, period, asks_query="")
