@@ -85,7 +85,6 @@ def _settings_problems(error: ValidationError, flags: Mapping[str, Any]) -> str:
 def _settings(flags: Mapping[str, Any]) -> ServingSettings:
     """The settings from ``flags`` over the environment, or one clear error."""
     from pydantic import ValidationError
-    from pydantic_settings import SettingsError
 
     from forecaster.exceptions import ConfigError
     from serving.settings import ServingSettings
@@ -94,8 +93,6 @@ def _settings(flags: Mapping[str, Any]) -> ServingSettings:
         return ServingSettings(**flags)
     except ValidationError as exc:
         raise ConfigError(_settings_problems(exc, flags)) from None
-    except SettingsError as exc:  # a variable that is not the JSON its field takes
-        raise ConfigError(f'{exc}: a list is JSON, e.g. \'["a", "b"]\'') from None
 
 
 def _check_addresses(settings: ServingSettings, flags: Mapping[str, Any]) -> None:

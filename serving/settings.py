@@ -13,12 +13,14 @@ never planned with).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from forecaster.exceptions import ConfigError, shown
 from forecaster.workload import WorkloadPolicy
@@ -69,11 +71,14 @@ class ServingSettings(BaseSettings):
         description="The aggregator's front-proxy CA (requestheader-client-ca-file): client "
         "certificates must chain to it, and the External Metrics API requires one.",
     )
-    requestheader_allowed_names: list[str] = Field(
+    # NoDecode: the variable is read by _names below, so a malformed one is a field error
+    # naming it, not pydantic-settings' own exception naming its "EnvSettingsSource".
+    requestheader_allowed_names: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Common names the front-proxy client certificate may have "
         "(requestheader-allowed-names; empty: any the CA signed). From the environment as "
-        "JSON, the form extension-apiserver-authentication holds: '[\"front-proxy-client\"]'.",
+        "JSON, the form extension-apiserver-authentication holds ('[\"front-proxy-client\"]'), "
+        "or comma-separated.",
     )
     token: SecretStr | None = Field(
         None, description="Bearer token required on the KEDA metrics-api endpoints."
@@ -100,6 +105,25 @@ class ServingSettings(BaseSettings):
         if value is not None:
             Shard.parse(value)  # its error names the form and echoes the value
         return value
+
+    @field_validator("requestheader_allowed_names", mode="before")
+    @classmethod
+    def _names(cls, value: object) -> object:
+        """A JSON list of names (the ConfigMap's form) or comma-separated names, from text."""
+        if not isinstance(value, str):
+            return value
+        if not value.lstrip().startswith("["):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        try:
+            names = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"is not a JSON list ({exc.msg} at character {exc.pos}): give "
+                f"'[\"front-proxy-client\"]' or comma-separated names, got {shown(value)}"
+            ) from None
+        if not all(isinstance(name, str) for name in names):
+            raise ValueError(f"must list names (strings), got {shown(value)}")
+        return names
 
     @field_validator("log_level", mode="before")
     @classmethod

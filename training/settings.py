@@ -79,7 +79,35 @@ def _store_uri(where: str, uri: str) -> str:
             f"{redact(uri)[:200]!r}; expected one of {', '.join(sorted(STORE_SCHEMES))} "
             "(a database's may name its driver: postgresql+psycopg2://), or a folder's path"
         )
+    problem = _not_a_sqlite_store(uri)
+    if problem:
+        raise ConfigError(f"`{where}` {redact(uri)[:200]!r}: {problem}")
     return uri
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database file (an empty file is an empty database)."""
+
+
+def _not_a_sqlite_store(uri: str) -> str | None:
+    """Why the existing file of a SQLite URI cannot be an MLflow store, or None.
+
+    MLflow would open it and fail on its first query with a multi-line SQL error, after the
+    command had pulled its history; a served registry would answer every workload with it.
+    """
+    path = _sqlite_path(uri)
+    if path is None or not path.exists():
+        return None
+    if path.is_dir():
+        return "is a folder, not a SQLite database file"
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(_SQLITE_HEADER))
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror}"
+    if head and head != _SQLITE_HEADER:
+        return f"is not a SQLite database (it starts with {head[:8]!r})"
+    return None
 
 
 _SQLITE_PREFIX = "sqlite:///"
@@ -100,10 +128,14 @@ def missing_sqlite_store(tracking_uri: str) -> Path | None:
     >>> missing_sqlite_store("postgresql://db/mlflow") is None
     True
     """
+    path = _sqlite_path(tracking_uri)
+    return None if path is None or path.exists() else path
+
+
+def _sqlite_path(tracking_uri: str) -> Path | None:
+    """The database file of a SQLite tracking URI; None when not SQLite or in memory."""
     if not tracking_uri.startswith(_SQLITE_PREFIX):
         return None
     # SQLAlchemy's URL: the path, then optional ?query parameters (mode=ro...).
     path = tracking_uri[len(_SQLITE_PREFIX) :].partition("?")[0]
-    if path in ("", ":memory:") or Path(path).exists():
-        return None
-    return Path(path)
+    return None if path in ("", ":memory:") else Path(path)

@@ -61,6 +61,37 @@ def test_the_flag_is_named_when_it_gave_the_uri(tmp_path: Path) -> None:
     assert_exit(result, ExitCode.CONFIG, "`--tracking-uri`", "'ftp'")
 
 
+@pytest.mark.parametrize("command", ["train", "serve"])
+@pytest.mark.parametrize(
+    ("store", "expected"),
+    [("text", "is not a SQLite database (it starts with b'not a db')"), ("folder", "a folder")],
+)
+def test_a_store_path_that_is_no_sqlite_database_exits_2_before_any_work(
+    tmp_path: Path, command: str, store: str, expected: str
+) -> None:
+    """MLflow opened it and failed on its first query with a multi-line SQL error: after
+    train pulled its history, and in serve on every workload's every answer."""
+    config = files_config(tmp_path, trace(tmp_path / "demand.csv", days=3))
+    path = tmp_path / "notes.txt"
+    if store == "text":
+        path.write_text("not a db, a note\n")
+    else:
+        path.mkdir()
+    result = CliRunner().invoke(
+        cli_module.cli, [command, "--config", str(config), "--tracking-uri", f"sqlite:///{path}"]
+    )
+    assert_exit(result, ExitCode.CONFIG, "`--tracking-uri`", expected)
+    assert "SELECT" not in result.output
+
+
+def test_an_empty_sqlite_file_is_an_empty_store(tmp_path: Path) -> None:
+    from training.settings import resolve_tracking_uri
+
+    (tmp_path / "mlflow.db").touch()  # SQLite's empty database; MLflow creates its tables
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert resolve_tracking_uri(uri) == uri
+
+
 def _explode() -> None:
     raise RuntimeError(f"driver said no to postgresql://admin:{SECRET}@db/prewarm")
 

@@ -187,6 +187,45 @@ def test_allowed_names_read_the_configmap_s_json_from_the_environment(
     assert settings.requestheader_allowed_names == [ALLOWED, "aggregator"]
 
 
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [("front-proxy-client, aggregator", [ALLOWED, "aggregator"]), ("[]", [])],
+)
+def test_allowed_names_from_the_environment_may_be_comma_separated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, names: list[str]
+) -> None:
+    files, _ = _pki(tmp_path)
+    monkeypatch.setenv("PREWARM_REQUESTHEADER_ALLOWED_NAMES", value)
+    settings = ServingSettings(
+        tls_cert=files["tls_cert"], tls_key=files["tls_key"], client_ca=files["client_ca"]
+    )
+    assert settings.requestheader_allowed_names == names
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ('["front-proxy-client"', "is not a JSON list (Expecting ',' delimiter at character 21)"),
+        ("[1, 2]", "must list names (strings), got '[1, 2]'"),
+    ],
+)
+def test_a_malformed_names_variable_is_named_by_serve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, expected: str
+) -> None:
+    """pydantic-settings' own error named its "EnvSettingsSource", not the variable."""
+    from click.testing import CliRunner
+
+    from prewarm.cli import cli
+
+    config = tmp_path / "prewarm.yaml"
+    config.write_text("workloads: []\n")
+    monkeypatch.setenv("PREWARM_REQUESTHEADER_ALLOWED_NAMES", value)
+    result = CliRunner().invoke(cli, ["serve", "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"Error: PREWARM_REQUESTHEADER_ALLOWED_NAMES: {expected}")
+    assert "EnvSettingsSource" not in result.output and "Traceback" not in result.output
+
+
 def test_serve_takes_the_names_comma_separated_and_checks_them(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
