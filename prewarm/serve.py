@@ -153,6 +153,13 @@ def _check_addresses(settings: ServingSettings, flags: Mapping[str, Any]) -> Non
     "against it and require one on the External Metrics API.",
 )
 @click.option(
+    "--tls-check-interval",
+    type=float,
+    default=None,
+    help="Seconds between two looks at the TLS files for a renewal, at a new connection; 0 "
+    "looks at every one (or PREWARM_TLS_CHECK_INTERVAL) [default: 10].",
+)
+@click.option(
     "--requestheader-allowed-names",
     default=None,
     help="Comma-separated common names the front-proxy client certificate may have "
@@ -194,6 +201,7 @@ def serve(
     tls_cert: Path | None,
     tls_key: Path | None,
     client_ca: Path | None,
+    tls_check_interval: float | None,
     requestheader_allowed_names: str | None,
     token_file: Path | None,
     tracking_uri: str | None,
@@ -213,6 +221,7 @@ def serve(
             "tls_cert": tls_cert,
             "tls_key": tls_key,
             "client_ca": client_ca,
+            "tls_check_interval": tls_check_interval,
             "requestheader_allowed_names": split_names(requestheader_allowed_names),
             "token_file": token_file,
             "tracking_uri": tracking_uri,

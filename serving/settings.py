@@ -28,9 +28,20 @@ from serving.shards import Shard
 from training.config import ServingConfig, TrainConfig
 from training.logs import LOG_LEVELS
 
-__all__ = ["RefreshConfig", "ServingSettings", "WorkloadConfig", "flag_of", "variable_of"]
+__all__ = [
+    "TLS_CHECK_INTERVAL",
+    "RefreshConfig",
+    "ServingSettings",
+    "WorkloadConfig",
+    "flag_of",
+    "how_to_set",
+    "variable_of",
+]
 
 _ENV_PREFIX = "PREWARM_"
+
+TLS_CHECK_INTERVAL = 10.0
+"""Default seconds between two looks at the TLS files for a renewal."""
 
 
 def flag_of(field: str) -> str:
@@ -43,7 +54,7 @@ def variable_of(field: str) -> str:
     return f"{_ENV_PREFIX}{field.upper()}"
 
 
-def _how(field: str) -> str:
+def how_to_set(field: str) -> str:
     """How ``prewarm serve`` sets ``field``: ``--tls-key or PREWARM_TLS_KEY``."""
     return f"{flag_of(field)} or {variable_of(field)}"
 
@@ -70,6 +81,14 @@ class ServingSettings(BaseSettings):
         None,
         description="The aggregator's front-proxy CA (requestheader-client-ca-file): client "
         "certificates must chain to it, and the External Metrics API requires one.",
+    )
+    tls_check_interval: float = Field(
+        TLS_CHECK_INTERVAL,
+        ge=0,
+        le=3600,
+        description="Seconds between two looks at the TLS files (`tls_cert`, `tls_key`, "
+        "`client_ca`) for a renewal, taken by the next new connection; 0 looks at every new "
+        "connection. A changed, valid set is served to new connections without a restart.",
     )
     # NoDecode: the variable is read by _names below, so a malformed one is a field error
     # naming it, not pydantic-settings' own exception naming its "EnvSettingsSource".
@@ -144,18 +163,18 @@ class ServingSettings(BaseSettings):
                 ("tls_cert", "tls_key") if self.tls_key is None else ("tls_key", "tls_cert")
             )
             raise ValueError(
-                f"`{given}` needs `{missing}` ({_how(missing)}): TLS takes a certificate and "
+                f"`{given}` needs `{missing}` ({how_to_set(missing)}): TLS takes a certificate and "
                 f"its key, got {given} {shown(str(getattr(self, given)))} alone"
             )
         if self.client_ca is not None and self.tls_cert is None:
             raise ValueError(
-                f"`client_ca` needs TLS (`tls_cert` and `tls_key`: {_how('tls_cert')}, "
-                f"{_how('tls_key')}), got client_ca {shown(str(self.client_ca))}"
+                f"`client_ca` needs TLS (`tls_cert` and `tls_key`: {how_to_set('tls_cert')}, "
+                f"{how_to_set('tls_key')}), got client_ca {shown(str(self.client_ca))}"
             )
         if self.requestheader_allowed_names and self.client_ca is None:
             raise ValueError(
                 "`requestheader_allowed_names` needs `client_ca` (the front-proxy CA: "
-                f"{_how('client_ca')}), got "
+                f"{how_to_set('client_ca')}), got "
                 f"requestheader_allowed_names={self.requestheader_allowed_names!r:.100}"
             )
         return self
@@ -171,7 +190,7 @@ class ServingSettings(BaseSettings):
             the flag or variable, never the token.
         """
         if self.token_file is not None:
-            where = f"`token_file` ({_how('token_file')}) {shown(str(self.token_file))}"
+            where = f"`token_file` ({how_to_set('token_file')}) {shown(str(self.token_file))}"
             try:
                 text = self.token_file.read_text(encoding="utf-8").strip()
             except (OSError, UnicodeDecodeError) as exc:

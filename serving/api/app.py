@@ -37,6 +37,7 @@ from serving.api.auth import (
     client_common_names,
     recording_client_certificates,
 )
+from serving.api.certificates import ServingCertificate
 from serving.api.grpc_server import GrpcServer
 from serving.api.http_limits import bounded_requests
 from serving.api.runtime import Runtime, ServingComponents
@@ -68,6 +69,9 @@ class PrewarmApp(FastAPI):
 
     front_proxy = FrontProxyVerifier(required=False)
     """Checks the aggregator's client certificate on the metric paths; set by create_app."""
+
+    certificate: ServingCertificate | None = None
+    """The TLS certificate HTTP and gRPC present, following its files; set by create_app."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse a metric request that did not come through the aggregator; answer a polled
@@ -199,11 +203,17 @@ def create_app(settings: ServingSettings, components: ServingComponents) -> Prew
     PrewarmApp
         A FastAPI app; ``app.state.runtime`` holds the :class:`~serving.api.runtime.Runtime`
         once started.
+
+    Raises
+    ------
+    ConfigError
+        When TLS is configured and its files cannot be served (the message names the file).
     """
+    certificate = ServingCertificate.of(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = Runtime.build(settings, components)
+        runtime = Runtime.build(settings, components, certificate)
         app.state.runtime = runtime
         if settings.shadow:
             logger.warning(
@@ -217,9 +227,7 @@ def create_app(settings: ServingSettings, components: ServingComponents) -> Prew
                 runtime,
                 host=settings.host,
                 port=settings.grpc_port,
-                tls_cert=settings.tls_cert,
-                tls_key=settings.tls_key,
-                client_ca=settings.client_ca,
+                certificate=certificate,
                 max_streams=settings.grpc_max_streams,
             )
             runtime.grpc_port = await asyncio.to_thread(grpc_server.start)
@@ -246,6 +254,7 @@ def create_app(settings: ServingSettings, components: ServingComponents) -> Prew
         required=settings.client_ca is not None,
         allowed_names=settings.requestheader_allowed_names,
     )
+    app.certificate = certificate
     app.include_router(external_metrics.router)
     app.include_router(keda.router)
     app.include_router(explain.router)
@@ -266,6 +275,12 @@ def uvicorn_config(app: Any, settings: ServingSettings, **overrides: Any) -> uvi
     none, and the app then refuses them on the metric paths (:class:`PrewarmApp`) from the
     certificate the HTTP protocol records.
 
+    Uvicorn listens with the context it builds from the files; every handshake is handed to
+    the current pair of the app's :class:`~serving.api.certificates.ServingCertificate`
+    (:meth:`~serving.api.certificates.ServingCertificate.follow`), so a renewed certificate
+    and CA reach new connections without a restart. An app that has none (not made by
+    :func:`create_app`) follows one of its own.
+
     Uvicorn's ``auto`` loop picks ``uvloop``, and the HTTP protocol is ``httptools``' (both
     installed with ``uvicorn[standard]``): several times cheaper per request than asyncio's
     loop and h11. It is extended with bounds on each request's head size and read time
@@ -282,8 +297,13 @@ def uvicorn_config(app: Any, settings: ServingSettings, **overrides: Any) -> uvi
         "timeout_graceful_shutdown": 5,
         "http": protocol,
     }
-    if settings.tls_cert is not None:
-        options.update(ssl_certfile=str(settings.tls_cert), ssl_keyfile=str(settings.tls_key))
+    certificate = _serving_certificate(app, settings)
+    if certificate is not None:
+        options.update(
+            ssl_certfile=str(settings.tls_cert),
+            ssl_keyfile=str(settings.tls_key),
+            ssl_context_factory=_following(certificate),
+        )
         if settings.client_ca is not None:
             options.update(
                 ssl_ca_certs=str(settings.client_ca),
@@ -292,3 +312,23 @@ def uvicorn_config(app: Any, settings: ServingSettings, **overrides: Any) -> uvi
             )
     options.update(overrides)
     return uvicorn.Config(app, **options)
+
+
+def _serving_certificate(app: Any, settings: ServingSettings) -> ServingCertificate | None:
+    """The app's certificate when TLS is on (create_app made it, and the app's gRPC server
+    presents the same), else one of the settings' own; None without TLS."""
+    if settings.tls_cert is None:
+        return None
+    made = getattr(app, "certificate", None)
+    return made if isinstance(made, ServingCertificate) else ServingCertificate.of(settings)
+
+
+def _following(
+    certificate: ServingCertificate,
+) -> Callable[[uvicorn.Config, Callable[[], ssl.SSLContext]], ssl.SSLContext]:
+    """Uvicorn's ``ssl_context_factory``: its own context, made to follow ``certificate``."""
+
+    def factory(config: uvicorn.Config, default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        return certificate.follow(default())
+
+    return factory

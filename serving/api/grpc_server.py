@@ -40,13 +40,13 @@ import math
 import threading
 from collections.abc import Iterator
 from concurrent import futures
-from pathlib import Path
 from typing import Any
 
 import grpc
 
 from forecaster.activation import is_active, window_quantile
 from forecaster.exceptions import ConfigError, shown
+from serving.api.certificates import CertificatePair, ServingCertificate
 from serving.api.runtime import Runtime
 from serving.exceptions import (
     ForecastUnavailableError,
@@ -314,9 +314,10 @@ class GrpcServer:
         Bind address.
     port : int
         Port; 0 picks a free one (see :attr:`port` after :meth:`start`).
-    tls_cert, tls_key, client_ca : Path or None
-        Serve TLS with this certificate; with ``client_ca``, require a client certificate
-        chaining to it (mutual TLS).
+    certificate : ServingCertificate or None
+        Serve TLS with its current pair, taken up at each new connection; when it verifies
+        clients (``client_ca``), require a client certificate chaining to its CA (mutual TLS).
+        None: plain text.
     max_streams : int or None, default None
         ``StreamIsActive`` streams served at once (each holds a handler thread); None:
         :func:`stream_limit` of the served workloads. The pool has :data:`UNARY_WORKERS`
@@ -329,15 +330,13 @@ class GrpcServer:
         *,
         host: str,
         port: int,
-        tls_cert: Path | None = None,
-        tls_key: Path | None = None,
-        client_ca: Path | None = None,
+        certificate: ServingCertificate | None = None,
         max_streams: int | None = None,
     ) -> None:
         self.runtime = runtime
         self.host = host
         self.requested_port = port
-        self.tls = (tls_cert, tls_key, client_ca)
+        self.certificate = certificate
         self.max_streams = (
             stream_limit(len(runtime.components.config.workloads))
             if max_streams is None
@@ -360,14 +359,8 @@ class GrpcServer:
         servicer = ExternalScalerServicer(self.runtime, stubs.pb2, max_streams=self.max_streams)
         stubs.pb2_grpc.add_ExternalScalerServicer_to_server(servicer, server)
         address = f"{self.host}:{self.requested_port}"
-        cert, key, client_ca = self.tls
-        if cert is not None and key is not None:
-            credentials = grpc.ssl_server_credentials(
-                [(key.read_bytes(), cert.read_bytes())],
-                root_certificates=client_ca.read_bytes() if client_ca else None,
-                require_client_auth=client_ca is not None,
-            )
-            port = server.add_secure_port(address, credentials)
+        if self.certificate is not None:
+            port = server.add_secure_port(address, _credentials(self.certificate))
         else:
             port = server.add_insecure_port(address)
         if port == 0:
@@ -388,3 +381,27 @@ class GrpcServer:
         if self._server is not None:
             self._server.stop(grace).wait(grace + 1)
             self._server = None
+
+
+def _configuration(pair: CertificatePair) -> grpc.ServerCertificateConfiguration:
+    return grpc.ssl_server_certificate_configuration(
+        [(pair.key, pair.certificate)], root_certificates=pair.client_ca
+    )
+
+
+def _credentials(certificate: ServingCertificate) -> grpc.ServerCredentials:
+    """Server credentials that follow ``certificate``: gRPC calls the fetcher before each new
+    connection's handshake, and takes the configuration it returns (None: no change)."""
+    served = certificate.current()
+
+    def fetch() -> grpc.ServerCertificateConfiguration | None:
+        nonlocal served
+        pair = certificate.current()
+        if pair is served:
+            return None
+        served = pair
+        return _configuration(pair)
+
+    return grpc.dynamic_ssl_server_credentials(
+        _configuration(served), fetch, require_client_authentication=certificate.verifies_clients
+    )

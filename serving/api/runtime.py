@@ -15,6 +15,7 @@ from fastapi import Depends, Header, Request
 
 from forecaster.workload import WorkloadPolicy
 from serving.api.auth import TokenVerifier
+from serving.api.certificates import ServingCertificate
 from serving.engine.models import ModelRegistry, ModelWatcher
 from serving.engine.observability import ServingMetrics
 from serving.engine.refresher import Refresher, empty_snapshot
@@ -69,15 +70,25 @@ class Runtime:
     extras: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, settings: ServingSettings, components: ServingComponents) -> Runtime:
-        """Assemble the runtime (no I/O: nothing is fetched or loaded yet)."""
+    def build(
+        cls,
+        settings: ServingSettings,
+        components: ServingComponents,
+        certificate: ServingCertificate | None = None,
+    ) -> Runtime:
+        """Assemble the runtime (no I/O: nothing is fetched or loaded yet); with
+        ``certificate``, the one the servers present, whose reloads ``/metrics`` counts."""
         config = components.config
         store = SnapshotStore(empty_snapshot(config, shadow=settings.shadow), Replies)
         watcher = ModelWatcher(
             components.registry, config.model_name, poll_interval=config.serving.poll_model_every
         )
         metrics = ServingMetrics(
-            lambda: store.current, model_changes=lambda: (watcher.reloads, watcher.failures)
+            lambda: store.current,
+            model_changes=lambda: (watcher.reloads, watcher.failures),
+            tls_changes=None
+            if certificate is None
+            else lambda: (certificate.reloads, certificate.failures),
         )
         refresher = Refresher(
             config, components.source_factory, watcher, store, metrics, shadow=settings.shadow

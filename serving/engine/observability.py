@@ -111,24 +111,37 @@ class _SnapshotCollector(Collector):
         yield from (demand, replicas, band, lead, age, fresh, drift, shadow)
 
 
-class _ModelChangesCollector(Collector):
-    """``prewarm_model_reloads_total`` read from the model watcher's counts at scrape time, so
-    that it agrees with ``/readyz`` at every moment: the watcher refuses a version in its own
-    thread, between two refreshes."""
+class _ChangesCollector(Collector):
+    """A counter of changes by result, read from their owner's counts at scrape time, so
+    that it agrees with the owner at every moment (the model watcher refuses a version in its
+    own thread between two refreshes; a TLS reload happens in a handshake).
 
-    def __init__(self, counts: Callable[[], tuple[int, int]]) -> None:
+    Parameters
+    ----------
+    name, documentation : str
+        The counter (without ``_total``) and its help text.
+    results : tuple of str
+        The ``result`` label of each count, in the order ``counts`` returns them.
+    counts : callable
+        The current counts.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        results: tuple[str, ...],
+        counts: Callable[[], tuple[int, ...]],
+    ) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._results = results
         self._counts = counts
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        loaded, rejected = self._counts()
-        family = CounterMetricFamily(
-            "prewarm_model_reloads",
-            "Model version changes, by result (loaded; rejected: versions refused, each once "
-            "however often it is tried again)",
-            labels=["result"],
-        )
-        family.add_metric(["loaded"], loaded)
-        family.add_metric(["rejected"], rejected)
+        family = CounterMetricFamily(self._name, self._documentation, labels=["result"])
+        for result, count in zip(self._results, self._counts(), strict=True):
+            family.add_metric([result], count)
         yield family
 
 
@@ -213,6 +226,10 @@ class ServingMetrics:
     model_changes : callable or None
         Returns the versions loaded and refused so far (the model watcher's ``reloads`` and
         ``failures``), exported as ``prewarm_model_reloads_total``; None exports zeros.
+    tls_changes : callable or None
+        Returns the TLS certificate pairs reloaded and the changed files refused so far (the
+        :class:`~serving.api.certificates.ServingCertificate`'s ``reloads`` and ``failures``),
+        exported as ``prewarm_tls_reloads_total``; None (no TLS) exports nothing.
     """
 
     def __init__(
@@ -221,6 +238,7 @@ class ServingMetrics:
         *,
         refusal_log: Throttle | None = None,
         model_changes: Callable[[], tuple[int, int]] | None = None,
+        tls_changes: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
         self.refusal_log = refusal_log or Throttle(REFUSAL_LOG_INTERVAL)
         self.registry = CollectorRegistry(auto_describe=True)
@@ -303,7 +321,26 @@ class ServingMetrics:
             registry=registry,
         )
         registry.register(_SnapshotCollector(snapshot))
-        registry.register(_ModelChangesCollector(model_changes or (lambda: (0, 0))))
+        registry.register(
+            _ChangesCollector(
+                "prewarm_model_reloads",
+                "Model version changes, by result (loaded; rejected: versions refused, each "
+                "once however often it is tried again)",
+                ("loaded", "rejected"),
+                model_changes or (lambda: (0, 0)),
+            )
+        )
+        if tls_changes is not None:
+            registry.register(
+                _ChangesCollector(
+                    "prewarm_tls_reloads",
+                    "Changes of the TLS certificate files, by result (loaded: new connections "
+                    "get the new certificate; failed: files refused, the previous certificate "
+                    "still served, each change once)",
+                    ("loaded", "failed"),
+                    tls_changes,
+                )
+            )
         self._model: tuple[str, str] | None = None
 
     def refused(self, api: str, workload: str, exc: ForecastUnavailableError) -> None:

@@ -11,9 +11,11 @@ import pytest
 import uvicorn
 from click.testing import CliRunner, Result
 
+from prewarm.certs import issue, new_ca
 from prewarm.cli import cli
 from prewarm.exit_codes import ExitCode
 from tests.prewarm.test_exit_codes import files_config, trace
+from tests.serving.pki import VALID_DAYS, VALID_FROM, write_issued
 
 
 @pytest.fixture
@@ -74,6 +76,12 @@ def test_a_blank_token_variable_is_refused_without_echoing_it(serve: Any) -> Non
         ([], {"PREWARM_PORT": "http"}, ["PREWARM_PORT: Input should be a valid integer", "'http'"]),
         (["--tls-cert", "CERT"], {}, ["`tls_cert` needs `tls_key` (--tls-key or PREWARM_TLS_KEY)"]),
         (["--tls-key", "CERT"], {}, ["`tls_key` needs `tls_cert` (--tls-cert or"]),
+        (
+            ["--tls-check-interval=-1"],
+            {},
+            ["--tls-check-interval: Input should be greater than or equal to 0, got -1.0"],
+        ),
+        ([], {"PREWARM_TLS_CHECK_INTERVAL": "nan"}, ["PREWARM_TLS_CHECK_INTERVAL: Input should"]),
         (["--host", "999.1.1.1"], {}, ["--host '999.1.1.1' is not an address"]),
         ([], {"PREWARM_HOST": "192.0.2.1"}, ["PREWARM_HOST '192.0.2.1' is not an address of"]),
     ],
@@ -85,6 +93,8 @@ def test_a_blank_token_variable_is_refused_without_echoing_it(serve: Any) -> Non
         "port-variable",
         "cert-without-key",
         "key-without-cert",
+        "tls-check-interval-flag",
+        "tls-check-interval-variable",
         "host-unknown",
         "host-not-here",
     ],
@@ -96,6 +106,19 @@ def test_a_bad_setting_is_one_line_naming_its_flag_or_variable(
     certificate.write_text("not read before the check")
     flags = [str(certificate) if flag == "CERT" else flag for flag in flags]
     _refused(serve(*flags, **variables), *named)
+
+
+def test_a_key_that_is_not_the_certificate_s_is_refused_before_the_server_starts(
+    serve: Any, tmp_path: Path
+) -> None:
+    """It used to end in an SSLError traceback from uvicorn's start, exit code 1."""
+    ca = new_ca("CA", VALID_FROM, VALID_DAYS)
+    cert, _ = write_issued(tmp_path, "server", issue(ca, "server", VALID_FROM, days=VALID_DAYS))
+    _, key = write_issued(tmp_path, "other", issue(ca, "other", VALID_FROM, days=VALID_DAYS))
+    (tmp_path / "mlflow.db").touch()  # the config's store: the certificate is read after it
+    result = serve("--tls-cert", str(cert), "--tls-key", str(key))
+    _refused(result, "`tls_key` (--tls-key or PREWARM_TLS_KEY)", "is not the key of the")
+    assert "PRIVATE KEY" not in result.output
 
 
 def test_a_port_in_use_is_named(serve: Any) -> None:

@@ -1,0 +1,316 @@
+"""The serving certificate: the current certificate pair, reloaded when its files change.
+
+``prewarm serve`` presents ``tls_cert`` / ``tls_key`` and, with ``client_ca``, verifies client
+certificates against that CA, on HTTP and gRPC alike. cert-manager renews the certificate
+(and ``prewarm certs`` run again replaces it) by rewriting the mounted Secret's files, so a
+server that read them once would present the old certificate until it expired.
+:class:`ServingCertificate` follows the files instead:
+
+- Each new connection asks for :meth:`ServingCertificate.current`. At most once per
+  ``check_interval`` seconds that looks at the files' stamps (device, inode, size,
+  modification time, through symlinks: a Kubernetes Secret or ConfigMap volume swaps its
+  ``..data`` symlink to a new folder, which changes every stamp), and reads the files again
+  only when a stamp moved.
+- A new set is checked before it is taken: the certificate parses, the key is the
+  certificate's, the CA parses, and OpenSSL takes all three into a context. A set that fails
+  (a file half-written, a key of another certificate) is not served: the previous pair
+  stays, one WARNING names the file and the reason (never the key), and
+  :attr:`ServingCertificate.failures` counts it (``prewarm_tls_reloads_total{result="failed"}``).
+  The set is tried again when its files change again. A new pair is logged at INFO with its
+  ``notAfter``.
+- Connections already open keep the certificate they were opened with.
+
+Each loaded pair is immutable: its bytes (what the gRPC server's certificate fetcher hands
+gRPC) and its own :class:`ssl.SSLContext` (what HTTP handshakes are handed to, see
+:meth:`ServingCertificate.follow`). Nothing is changed in place, so the gRPC threads and the
+event loop share it without locks beyond the one that orders the checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+
+from forecaster.exceptions import ConfigError, shown
+from serving.settings import TLS_CHECK_INTERVAL, ServingSettings, how_to_set
+
+__all__ = ["CertificatePair", "ServingCertificate"]
+
+logger = logging.getLogger(__name__)
+
+Stamp = tuple[int, int, int, int] | None
+"""A file's (device, inode, size, modification time in ns); None when it cannot be stat'ed."""
+
+
+class CertificateFileError(Exception):
+    """One of the TLS files cannot be served; ``setting`` names it, the message says why."""
+
+    def __init__(self, setting: str, path: Path, reason: str) -> None:
+        super().__init__(reason)
+        self.setting = setting
+        self.path = path
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class CertificatePair:
+    """One loaded, checked version of the TLS files.
+
+    Parameters
+    ----------
+    certificate : bytes
+        ``tls_cert`` as read: the PEM certificate chain, server certificate first.
+    key : bytes
+        ``tls_key`` as read: its PEM private key.
+    client_ca : bytes or None
+        ``client_ca`` as read (PEM), None when client certificates are not verified.
+    not_after : datetime
+        The server certificate's ``notAfter`` (UTC).
+    context : ssl.SSLContext
+        A TLS server context holding the pair (and the CA, verifying a client certificate
+        when one is presented); never changed once built.
+    """
+
+    certificate: bytes = field(repr=False)
+    key: bytes = field(repr=False)
+    client_ca: bytes | None = field(repr=False)
+    not_after: datetime
+    context: ssl.SSLContext = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class _Files:
+    cert: Path
+    key: Path
+    client_ca: Path | None
+
+    def named(self) -> list[tuple[str, Path]]:
+        """(setting, path) of each file, in the order they are read."""
+        files = [("tls_cert", self.cert), ("tls_key", self.key)]
+        return files if self.client_ca is None else [*files, ("client_ca", self.client_ca)]
+
+
+class ServingCertificate:
+    """The current certificate pair of ``prewarm serve``, reloaded when its files change.
+
+    Parameters
+    ----------
+    cert, key : Path
+        PEM certificate chain and its private key (``tls_cert``, ``tls_key``).
+    client_ca : Path or None, default None
+        PEM CA that client certificates must chain to (``client_ca``).
+    check_interval : float, default TLS_CHECK_INTERVAL
+        Seconds between two looks at the files' stamps; 0 looks at every call of
+        :meth:`current`, that is at every new connection.
+    clock : callable, default time.monotonic
+        Seconds, for the interval.
+
+    Raises
+    ------
+    ConfigError
+        When the files cannot be served when the server starts: the message names the
+        setting, its flag and variable, and the file.
+    """
+
+    def __init__(
+        self,
+        cert: Path,
+        key: Path,
+        client_ca: Path | None = None,
+        *,
+        check_interval: float = TLS_CHECK_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._files = _Files(cert, key, client_ca)
+        self.check_interval = check_interval
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stamps = _stamps(self._files)
+        try:
+            self._pair = _load(self._files)
+        except CertificateFileError as exc:
+            raise ConfigError(
+                f"`{exc.setting}` ({how_to_set(exc.setting)}) {shown(str(exc.path))} {exc}"
+            ) from None
+        self._checked_at = clock()
+        self.reloads = 0
+        """New pairs taken since the start."""
+        self.failures = 0
+        """Changed sets of files refused since the start (each once, until they change)."""
+
+    @classmethod
+    def of(cls, settings: ServingSettings) -> ServingCertificate | None:
+        """The serving certificate ``settings`` configure; None when TLS is off."""
+        if settings.tls_cert is None or settings.tls_key is None:
+            return None
+        return cls(
+            settings.tls_cert,
+            settings.tls_key,
+            settings.client_ca,
+            check_interval=settings.tls_check_interval,
+        )
+
+    @property
+    def verifies_clients(self) -> bool:
+        """True when client certificates are verified against ``client_ca``."""
+        return self._files.client_ca is not None
+
+    def current(self) -> CertificatePair:
+        """The pair to present to a new connection, after a look at the files if
+        ``check_interval`` has passed since the last one."""
+        if self._clock() - self._checked_at < self.check_interval:
+            return self._pair
+        with self._lock:
+            now = self._clock()
+            if now - self._checked_at >= self.check_interval:
+                self._checked_at = now
+                self._reload_if_changed()
+            return self._pair
+
+    def follow(self, listener: ssl.SSLContext) -> ssl.SSLContext:
+        """Make ``listener`` hand every TLS handshake to the current pair's context.
+
+        The listener is the context the HTTP server listens with; its server-name callback,
+        which OpenSSL calls early in every handshake (with or without SNI), switches the
+        connection to :meth:`current`'s context, as :attr:`ssl.SSLContext.sni_callback`
+        describes. The connection then presents that pair's certificate and verifies a client
+        certificate against that pair's CA.
+        """
+        listener.sni_callback = self._hand_over
+        return listener
+
+    def _hand_over(
+        self, connection: ssl.SSLObject, server_name: str | None, listener: ssl.SSLContext
+    ) -> None:
+        connection.context = self.current().context
+
+    def _reload_if_changed(self) -> None:
+        stamps = _stamps(self._files)
+        if stamps == self._stamps:
+            return
+        # Stamps are taken before the files are read: a change while they are read moves
+        # them again, and the next look reads the files again.
+        self._stamps = stamps
+        try:
+            pair = _load(self._files)
+        except CertificateFileError as exc:
+            self._refused(exc.setting, exc.path, exc.reason)
+        except Exception as exc:  # a handshake must never fail over a reload
+            self._refused("tls_cert", self._files.cert, f"failed: {type(exc).__name__}")
+        else:
+            self._pair = pair
+            self.reloads += 1
+            logger.info(
+                "TLS certificate reloaded: new connections are served the new certificate",
+                extra={"file": str(self._files.cert), "not_after": pair.not_after.isoformat()},
+            )
+
+    def _refused(self, setting: str, path: Path, reason: str) -> None:
+        self.failures += 1
+        logger.warning(
+            "TLS files changed but were not reloaded: new connections are still served the "
+            "previous certificate; tried again when the files change",
+            extra={
+                "setting": setting,
+                "file": str(path),
+                "reason": reason,
+                "not_after": self._pair.not_after.isoformat(),
+            },
+        )
+
+
+def _stamp(path: Path) -> Stamp:
+    try:
+        stat = path.stat()  # follows symlinks: a swapped ..data folder is a change
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _stamps(files: _Files) -> tuple[Stamp, ...]:
+    return tuple(_stamp(path) for _, path in files.named())
+
+
+def _read(setting: str, path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise CertificateFileError(setting, path, f"cannot be read: {exc.strerror}") from None
+
+
+def _load(files: _Files) -> CertificatePair:
+    """Read and check the files; raise :class:`CertificateFileError` naming the first fault."""
+    certificate = _read("tls_cert", files.cert)
+    key = _read("tls_key", files.key)
+    client_ca = None if files.client_ca is None else _read("client_ca", files.client_ca)
+    chain = _certificates("tls_cert", files.cert, certificate)
+    _check_key("tls_key", files, key, chain[0])
+    if files.client_ca is not None and client_ca is not None:
+        _certificates("client_ca", files.client_ca, client_ca)
+    # OpenSSL takes files, not bytes, so the context reads them once more. Should they
+    # change in between, the context and the bytes each still hold a checked set, and the
+    # stamps, taken before the first read, make the next look load both again.
+    context = _context(files)
+    return CertificatePair(certificate, key, client_ca, chain[0].not_valid_after_utc, context)
+
+
+def _certificates(setting: str, path: Path, pem: bytes) -> list[x509.Certificate]:
+    try:
+        return list(x509.load_pem_x509_certificates(pem))
+    except ValueError:
+        raise CertificateFileError(setting, path, "holds no readable PEM certificate") from None
+
+
+def _check_key(setting: str, files: _Files, pem: bytes, certificate: x509.Certificate) -> None:
+    # The parser's own message is not echoed: it says nothing the reason does not, and the
+    # text it parsed is a private key.
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise CertificateFileError(
+            setting, files.key, "holds no readable unencrypted PEM private key"
+        ) from None
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if key.public_key().public_bytes(*spki) != certificate.public_key().public_bytes(*spki):
+        raise CertificateFileError(
+            setting, files.key, f"is not the key of the certificate in {shown(str(files.cert))}"
+        )
+
+
+def _context(files: _Files) -> ssl.SSLContext:
+    """A TLS server context of the files, as OpenSSL reads them.
+
+    It takes the settings :func:`serving.api.app.uvicorn_config` gives the listener: a client
+    certificate is verified against the CA when one is presented, and not required (the
+    kubelet's probes and Prometheus present none); OpenSSL's default protocols and ciphers,
+    no ALPN (uvicorn sets none for the ``httptools`` protocol).
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(files.cert, files.key)
+    except (ssl.SSLError, OSError) as exc:
+        raise CertificateFileError("tls_cert", files.cert, _openssl_refusal(exc)) from None
+    if files.client_ca is not None:
+        context.verify_mode = ssl.CERT_OPTIONAL
+        try:
+            context.load_verify_locations(files.client_ca)
+        except (ssl.SSLError, OSError) as exc:
+            raise CertificateFileError(
+                "client_ca", files.client_ca, _openssl_refusal(exc)
+            ) from None
+    return context
+
+
+def _openssl_refusal(exc: ssl.SSLError | OSError) -> str:
+    reason = getattr(exc, "reason", None) or exc.strerror or type(exc).__name__
+    return f"is refused by OpenSSL: {shown(reason)}"
