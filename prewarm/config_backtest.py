@@ -145,10 +145,10 @@ def record_tuning(uri: str, trained: TrainResult, documents: Mapping[str, dict[s
     reactive HPA's where both meet it, and a tag naming the workloads where the HPA alone was
     cheaper. Nothing when training logged no new run (the same data and configuration)."""
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
 
     from training.documents import finite
     from training.exceptions import TrackingError
+    from training.store import store_client
 
     if trained.run_id is None or trained.outcome is Outcome.UNCHANGED:
         return
@@ -167,7 +167,7 @@ def record_tuning(uri: str, trained: TrainResult, documents: Mapping[str, dict[s
         hybrid = sum(d["policies"]["hybrid"]["cost"] for d in both.values())
         reactive = sum(d["policies"]["reactive"]["cost"] for d in both.values())
         metrics["tuning.vs_reactive"] = 1 - hybrid / reactive
-    client = MlflowClient(uri)
+    client = store_client(uri)
     run_id = trained.run_id
     try:
         client.log_dict(run_id, finite(deployed), "tuning/deployed.json")

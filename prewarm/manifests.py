@@ -71,10 +71,9 @@ def registered_policies(config: TrainConfig, tracking_uri: str) -> Policies | No
         The store cannot be read, or the champion's ``policies.json`` is missing or invalid
         (rendering the config's numbers then would not be what is served).
     """
-    from mlflow import MlflowClient
-
     from training.registry import champion_version
     from training.settings import missing_sqlite_store
+    from training.store import store_client
     from training.tracking import POLICIES_ARTIFACT
     from training.tracking import registered_policies as read_policies
 
@@ -84,7 +83,7 @@ def registered_policies(config: TrainConfig, tracking_uri: str) -> Policies | No
     version = champion_version(name, tracking_uri=tracking_uri)
     if version is None:
         return None
-    client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+    client = store_client(tracking_uri)
     policies = read_policies(client, name, version)
     return Policies(policies, f"{POLICIES_ARTIFACT} of {name} v{version} (champion)")
 

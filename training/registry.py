@@ -112,10 +112,9 @@ class LoadedModel(Generic[ModelT]):
 
 
 def _client(tracking_uri: str | None) -> MlflowClient:
-    from mlflow import MlflowClient
+    from training.store import store_client
 
-    uri = resolve_tracking_uri(tracking_uri)
-    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+    return store_client(resolve_tracking_uri(tracking_uri))
 
 
 def champion_version(name: str, tracking_uri: str | None = None) -> str | None:

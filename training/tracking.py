@@ -103,13 +103,14 @@ def open_store(
     :func:`default_artifact_location`), so artifacts never land in a surprise folder.
     """
     import mlflow
-    from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
+
+    from training.store import store_client
 
     try:
         mlflow.set_tracking_uri(tracking_uri)
         mlflow.set_registry_uri(tracking_uri)
-        client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+        client = store_client(tracking_uri)
         found = client.get_experiment_by_name(experiment)
         if found is not None:
             return client, found.experiment_id
