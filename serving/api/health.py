@@ -69,6 +69,7 @@ def readyz(snapshot: CurrentSnapshot, runtime: RuntimeDep) -> Response:
             "version": snapshot.model_version,
             "problem": _model_problem(watcher),
             "rejectedVersions": watcher.rejected_versions(),
+            "registryCallRunningSeconds": round(watcher.busy_for(), 1),
         },
         "lastRefresh": k8s.format_time(snapshot.generated_at) if snapshot.generated_at else None,
         "fresh": fresh,

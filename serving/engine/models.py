@@ -133,6 +133,7 @@ class ModelWatcher:
         self._lock = threading.Lock()
         self._candidate: LoadedModel[PlanningModel] | None = None
         self._stop: threading.Event | None = None
+        self._busy_since: float | None = None
 
     # -- the poller thread -------------------------------------------------------------------
     def start(self) -> None:
@@ -171,12 +172,23 @@ class ModelWatcher:
         The loaded version waits for :meth:`adopt` to validate it on the current data. Run by
         the poller thread; a caller that drives the watcher itself calls it directly.
         """
+        self._busy_since = self._clock()
         try:
             version = self._lookup()
             if version is not None and self._due(version):
                 self._load(version)
         finally:
+            self._busy_since = None
             self.looked_up.set()
+
+    def busy_for(self) -> float:
+        """Seconds the look-up (and load) under way has run; 0 when none is.
+
+        A hung MLflow shows nowhere else while a model is loaded: nothing has failed yet, and
+        the served model is fine. Far past ``poll_interval``, the registry is not answering.
+        """
+        since = self._busy_since
+        return 0.0 if since is None else max(self._clock() - since, 0.0)
 
     def _lookup(self) -> str | None:
         """The alias's version, or None (after recording why) when there is none to load."""

@@ -230,6 +230,9 @@ class ServingMetrics:
         Returns the TLS certificate pairs reloaded and the changed files refused so far (the
         :class:`~serving.api.certificates.ServingCertificate`'s ``reloads`` and ``failures``),
         exported as ``prewarm_tls_reloads_total``; None (no TLS) exports nothing.
+    registry_busy : callable or None
+        Returns the seconds the registry call under way has run (the model watcher's
+        ``busy_for``), exported as ``prewarm_registry_call_running_seconds``; None exports 0.
     """
 
     def __init__(
@@ -239,6 +242,7 @@ class ServingMetrics:
         refusal_log: Throttle | None = None,
         model_changes: Callable[[], tuple[int, int]] | None = None,
         tls_changes: Callable[[], tuple[int, int]] | None = None,
+        registry_busy: Callable[[], float] | None = None,
     ) -> None:
         self.refusal_log = refusal_log or Throttle(REFUSAL_LOG_INTERVAL)
         self.registry = CollectorRegistry(auto_describe=True)
@@ -320,6 +324,12 @@ class ServingMetrics:
             ["workload"],
             registry=registry,
         )
+        Gauge(
+            "prewarm_registry_call_running_seconds",
+            "Seconds the model registry look-up (or load) under way has run, 0 when none is: "
+            "far past serving.poll_model_every, MLflow is not answering",
+            registry=registry,
+        ).set_function(registry_busy or (lambda: 0.0))
         registry.register(_SnapshotCollector(snapshot))
         registry.register(
             _ChangesCollector(

@@ -88,6 +88,10 @@ def test_data_keeps_being_served_fresh_while_the_registry_hangs_and_shutdown_is_
             assert forecast["dataAgeSeconds"] < MAX_STALENESS
             ready = http.get("/readyz").json()
             assert ready["fresh"] == ["chat"] and ready["model"]["version"] == "1"
+            # The hang shows: the call has run at least as long as data kept arriving since.
+            assert ready["model"]["registryCallRunningSeconds"] >= MAX_STALENESS
+            running = _gauge(http.get("/metrics").text, "prewarm_registry_call_running_seconds")
+            assert running >= MAX_STALENESS
 
         # SIGTERM's path: uvicorn stops and the lifespan stops the refresher. Kubernetes
         # kills the pod 30 s after SIGTERM; without the fix this waited for the registry.
@@ -98,6 +102,11 @@ def test_data_keeps_being_served_fresh_while_the_registry_hangs_and_shutdown_is_
         registry.release.set()
         server.should_exit = True
         thread.join(timeout=15)
+
+
+def _gauge(exposition: str, name: str) -> float:
+    [value] = [line.split()[1] for line in exposition.splitlines() if line.startswith(name + " ")]
+    return float(value)
 
 
 def test_refreshes_go_on_without_a_model_while_the_first_look_up_hangs() -> None:
