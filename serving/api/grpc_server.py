@@ -354,15 +354,21 @@ class GrpcServer:
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                # gRPC's default SO_REUSEPORT let a second server bind a port in use and take
+                # a share of the connections KEDA opens: binding must fail instead.
+                ("grpc.so_reuseport", 0),
             ],
         )
         servicer = ExternalScalerServicer(self.runtime, stubs.pb2, max_streams=self.max_streams)
         stubs.pb2_grpc.add_ExternalScalerServicer_to_server(servicer, server)
         address = f"{self.host}:{self.requested_port}"
-        if self.certificate is not None:
-            port = server.add_secure_port(address, _credentials(self.certificate))
-        else:
-            port = server.add_insecure_port(address)
+        try:
+            if self.certificate is not None:
+                port = server.add_secure_port(address, _credentials(self.certificate))
+            else:
+                port = server.add_insecure_port(address)
+        except RuntimeError:  # grpcio's "Failed to bind", e.g. the port is in use
+            port = 0
         if port == 0:
             raise OSError(f"cannot bind the gRPC server to {address}")
         server.start()

@@ -370,3 +370,17 @@ def test_unary_calls_answer_while_every_stream_slot_is_taken() -> None:
                 call.cancel()
 
         wait_until(reopened, timeout=60, every=0.5)
+
+
+def test_a_second_server_cannot_take_a_port_in_use() -> None:
+    """With gRPC's default SO_REUSEPORT both would listen, each taking part of KEDA's
+    connections: the second one's requests answered by a stale or other configuration."""
+    from serving.api.grpc_server import GrpcServer
+
+    settings = ServingSettings(port=free_port(), grpc_port=0)
+    app = _app(settings)
+    with running(app, lambda a: uvicorn_config(a, settings)):
+        runtime = app.state.runtime
+        port = runtime.grpc_port
+        with pytest.raises(OSError, match=f"cannot bind the gRPC server to 127.0.0.1:{port}"):
+            GrpcServer(runtime, host="127.0.0.1", port=port).start()
