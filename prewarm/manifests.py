@@ -26,6 +26,7 @@ import click
 
 from prewarm.exit_codes import ExitCode, epilog, exit_code, fail
 from prewarm.options import OutputFolder, config_option, tracking_uri_option
+from serving.shards import MAX_SHARDS
 
 if TYPE_CHECKING:
     from forecaster.workload import WorkloadPolicy
@@ -344,13 +345,12 @@ def render(
     """File name -> YAML text, one file per workload, each in the workload's namespace (the
     only one under which prewarm serves its metric); with ``shards`` > 1, each KEDA trigger
     reads the Service of the shard that holds its workload (``prewarm-serve-K``)."""
-    from forecaster.exceptions import ConfigError, shown
+    from forecaster.exceptions import ConfigError, check_whole, shown
     from serving.shards import shard_of
     from training.config import PrometheusSourceConfig
     from training.redaction import redact
 
-    if shards < 1:
-        raise ConfigError(f"`--shards` is at least 1, got {shards}")
+    check_whole("--shards", shards, 1, MAX_SHARDS)  # what `prewarm serve --shard K/N` takes
     if demand_metric in ("", ".", "..") or any(c in demand_metric for c in "/%"):
         # What the API server checks of an HPA's metric name: it is a path segment.
         raise ConfigError(
@@ -437,8 +437,9 @@ def render(
     type=int,
     default=1,
     show_default=True,
-    help="Serving shards (`prewarm serve --shard K/N`): each KEDA trigger reads the Service "
-    "prewarm-serve-K of the shard that holds its workload (--kind keda).",
+    help=f"Serving shards, 1 to {MAX_SHARDS} (`prewarm serve --shard K/N`): each KEDA "
+    "trigger reads the Service prewarm-serve-K of the shard that holds its workload "
+    "(--kind keda).",
 )
 def manifests(
     config_path: Path,

@@ -272,11 +272,16 @@ def test_sharded_keda_triggers_read_the_service_of_their_shard(tmp_path: Path) -
     ("args", "message"),
     [
         (("--shards", "2"), "the HPA reads the cluster's one External Metrics API Service"),
-        (("--kind", "keda", "--shards", "0"), "`--shards` is at least 1, got 0"),
+        (
+            ("--kind", "keda", "--shards", "0"),
+            "`--shards` must be a whole number in [1, 256], got 0",
+        ),
+        # `prewarm serve --shard K/N` takes no N above 256: no trigger may point past it
+        (("--kind", "keda", "--shards", "257"), "in [1, 256], got 257"),
         (("--demand-metric", "a/b"), "must be a metric name the Kubernetes API accepts"),
         (("--demand-metric", ".."), "without '/' or '%'), got '..'"),
     ],
-    ids=["hpa", "zero", "metric-slash", "metric-dots"],
+    ids=["hpa", "zero", "above-serve", "metric-slash", "metric-dots"],
 )
 def test_flags_the_cluster_would_refuse_are_refused_before_writing(
     config: Path, tmp_path: Path, args: tuple[str, ...], message: str
