@@ -24,9 +24,8 @@ import click
 
 from prewarm.exit_codes import ExitCode, epilog, fail
 from prewarm.options import OutputFolder, user_errors
+from prewarm.services import NAMESPACE, SERVICE, service_names
 
-SERVICE = "prewarm-serve"
-NAMESPACE = "prewarm"
 SECRET = "prewarm-serve-tls"
 APISERVICE = "v1beta1.external.metrics.k8s.io"
 # Written by this command, read by kubectl; the names the kustomization lists.
@@ -152,16 +151,6 @@ def issue(
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     return Issued(_signed(builder, ca.key), key)
-
-
-def service_names(service: str, namespace: str) -> list[str]:
-    """Every DNS name a client in the cluster may use for ``service``."""
-    return [
-        service,
-        f"{service}.{namespace}",
-        f"{service}.{namespace}.svc",
-        f"{service}.{namespace}.svc.cluster.local",
-    ]
 
 
 def _b64(data: bytes) -> str:

@@ -26,6 +26,7 @@ import click
 
 from prewarm.exit_codes import ExitCode, epilog, exit_code, fail
 from prewarm.options import OutputFolder, config_option, tracking_uri_option
+from prewarm.services import GRPC_PORT, HTTPS_PORT, SERVICE, host, service_of
 from serving.shards import MAX_SHARDS
 
 if TYPE_CHECKING:
@@ -33,9 +34,6 @@ if TYPE_CHECKING:
     from training.config import TrainConfig
 
 Kind = Literal["hpa", "keda"]
-# The Service of deploy/base/serve-service.yaml: where KEDA reaches prewarm's JSON endpoint,
-# and its gRPC external scaler.
-SERVE_SERVICE = "prewarm-serve"  # deploy/base/serve-service.yaml; shard K of N: prewarm-serve-K
 # The forecast metric whose target the backtest simulates (demand per replica at the forecast
 # path's utilization); serving/wire/k8s.py serves it, selected by the workload label.
 FORECAST_METRIC = "prewarm_forecast_demand"
@@ -51,7 +49,7 @@ class Wiring:
 
     namespace: str
     demand_metric: str
-    service: str = SERVE_SERVICE  # the Service of the `prewarm serve` that holds the workload
+    service: str = SERVICE  # the Service of the `prewarm serve` that holds the workload
 
 
 @dataclass(frozen=True)
@@ -218,7 +216,7 @@ def _forecast_trigger(name: str, forecast_target: float, service: str) -> dict[s
         "type": "metrics-api",
         "metricType": "AverageValue",
         "metadata": {
-            "url": f"https://{service}.prewarm.svc:443/v1/workloads/{name}/forecast",
+            "url": f"https://{host(service)}:{HTTPS_PORT}/v1/workloads/{name}/forecast",
             "format": "json",
             "valueLocation": "forecastDemand",
             "targetValue": _decimal(forecast_target),
@@ -234,7 +232,7 @@ def _push_trigger(name: str, service: str) -> dict[str, Any]:
         "type": "external-push",
         "metricType": "AverageValue",
         "metadata": {
-            "scalerAddress": f"{service}.prewarm.svc.cluster.local:9000",
+            "scalerAddress": f"{host(service)}:{GRPC_PORT}",
             "workload": name,
             "metric": "forecast_demand",
             "activationThreshold": "0",
@@ -346,7 +344,6 @@ def render(
     only one under which prewarm serves its metric); with ``shards`` > 1, each KEDA trigger
     reads the Service of the shard that holds its workload (``prewarm-serve-K``)."""
     from forecaster.exceptions import ConfigError, check_whole, shown
-    from serving.shards import shard_of
     from training.config import PrometheusSourceConfig
     from training.redaction import redact
 
@@ -381,10 +378,7 @@ def render(
     for workload in config.workloads:
         policy = policies.by_workload[workload.name]
         _check_object(workload.name, policy, kind)
-        service = SERVE_SERVICE
-        if shards > 1:
-            service = f"{SERVE_SERVICE}-{shard_of(workload.name, shards)}"
-        wiring = Wiring(workload.namespace, demand_metric, service)
+        wiring = Wiring(workload.namespace, demand_metric, service_of(workload.name, shards))
         try:
             if kind == "hpa":
                 document = hpa_manifest(workload.name, policy, wiring)

@@ -18,8 +18,9 @@ import pytest
 from click.testing import CliRunner
 from cryptography import x509
 
-from prewarm.certs import KUSTOMIZATION, PATCH_FILE, SECRET_FILE, service_names
+from prewarm.certs import KUSTOMIZATION, PATCH_FILE, SECRET_FILE
 from prewarm.cli import cli
+from prewarm.services import service_names
 from tests.deploy.rendered import DEPLOY, container, kustomize, one, pod_spec
 
 SERVICE_NAMES = service_names("prewarm-serve", "prewarm")
