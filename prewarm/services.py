@@ -22,6 +22,12 @@ def service_of(workload: str, shards: int = 1) -> str:
     return SERVICE if shards == 1 else f"{SERVICE}-{shard_of(workload, shards)}"
 
 
+def fleet_services(shards: int = 1) -> list[str]:
+    """Every Service of a fleet of ``shards`` shards: ``prewarm-serve`` (the one behind the
+    APIService, which cannot be sharded) and, sharded, ``prewarm-serve-1`` to ``-N``."""
+    return [SERVICE] + ([f"{SERVICE}-{k}" for k in range(1, shards + 1)] if shards > 1 else [])
+
+
 def host(service: str, namespace: str = NAMESPACE) -> str:
     """The host name a client in the cluster reaches ``service`` by: ``<service>.<namespace>.svc``.
 
