@@ -53,6 +53,49 @@ class Wiring:
 
 
 @dataclass(frozen=True)
+class TriggerAuth:
+    """A KEDA TriggerAuthentication that prewarm's triggers name, and the Secret of the
+    workload's namespace it reads (made from the install's own Secrets: docs/install.md,
+    "With KEDA")."""
+
+    name: str
+    secret: str
+    keys: Mapping[str, str]  # KEDA's parameter -> the Secret's key
+    source: str  # the install's Secrets it is copied from, for the rendered file's header
+
+    def manifest(self, namespace: str) -> dict[str, Any]:
+        """The TriggerAuthentication in ``namespace``."""
+        return {
+            "apiVersion": "keda.sh/v1alpha1",
+            "kind": "TriggerAuthentication",
+            "metadata": {"name": self.name, "namespace": namespace},
+            "spec": {
+                "secretTargetRef": [
+                    {"parameter": parameter, "name": self.secret, "key": key}
+                    for parameter, key in self.keys.items()
+                ]
+            },
+        }
+
+
+# metrics-api: the bearer token `prewarm serve` checks, and the CA that signed its certificate.
+BEARER = TriggerAuth(
+    "prewarm-bearer",
+    "prewarm-keda",
+    {"token": "token", "ca": "ca.crt"},
+    "prewarm/prewarm-serve-token and prewarm/prewarm-serve-tls",
+)
+# external-push: KEDA authenticates to an external scaler with a client certificate only.
+GRPC = TriggerAuth(
+    "prewarm-grpc",
+    "prewarm-grpc-client",
+    {"tlsClientCert": "tls.crt", "tlsClientKey": "tls.key", "caCert": "ca.crt"},
+    "prewarm/prewarm-grpc-client",
+)
+TRIGGER_AUTHS = {auth.name: auth for auth in (BEARER, GRPC)}
+
+
+@dataclass(frozen=True)
 class Policies:
     """Each workload's policy and where it came from (said in the output)."""
 
@@ -222,7 +265,7 @@ def _forecast_trigger(name: str, forecast_target: float, service: str) -> dict[s
             "targetValue": _decimal(forecast_target),
             "authMode": "bearer",
         },
-        "authenticationRef": {"name": "prewarm-bearer"},
+        "authenticationRef": {"name": BEARER.name},
     }
 
 
@@ -237,7 +280,7 @@ def _push_trigger(name: str, service: str) -> dict[str, Any]:
             "metric": "forecast_demand",
             "activationThreshold": "0",
         },
-        "authenticationRef": {"name": "prewarm-grpc"},
+        "authenticationRef": {"name": GRPC.name},
     }
 
 
@@ -342,7 +385,9 @@ def render(
 ) -> dict[str, str]:
     """File name -> YAML text, one file per workload, each in the workload's namespace (the
     only one under which prewarm serves its metric); with ``shards`` > 1, each KEDA trigger
-    reads the Service of the shard that holds its workload (``prewarm-serve-K``)."""
+    reads the Service of the shard that holds its workload (``prewarm-serve-K``). With
+    ``kind`` ``keda``, also one file per namespace of the TriggerAuthentications its
+    ScaledObjects name (``<namespace>.triggerauthentication.yaml``)."""
     from forecaster.exceptions import ConfigError, check_whole, shown
     from training.config import PrometheusSourceConfig
     from training.redaction import redact
@@ -375,6 +420,7 @@ def render(
             "trigger with a TriggerAuthentication"
         )
     files = {}
+    auths: dict[str, set[str]] = {}  # namespace -> the TriggerAuthentications named there
     for workload in config.workloads:
         policy = policies.by_workload[workload.name]
         _check_object(workload.name, policy, kind)
@@ -393,7 +439,33 @@ def render(
             raise ConfigError(f"workload {workload.name!r}: {exc}") from exc
         text = to_yaml(document, header(workload.name, policy, policies.origin, kind))
         files[f"{workload.name}.{suffix}.yaml"] = text
+        for trigger in document["spec"].get("triggers", []):
+            if "authenticationRef" in trigger:
+                auths.setdefault(workload.namespace, set()).add(
+                    trigger["authenticationRef"]["name"]
+                )
+    for namespace, names in sorted(auths.items()):
+        files[f"{namespace}.triggerauthentication.yaml"] = trigger_auths(namespace, sorted(names))
     return files
+
+
+def trigger_auths(namespace: str, names: list[str]) -> str:
+    """YAML of the TriggerAuthentications ``names`` (of :data:`TRIGGER_AUTHS`) in
+    ``namespace``, under a header naming the Secret each reads."""
+    chosen = [TRIGGER_AUTHS[name] for name in names]
+    secrets = "\n".join(
+        f"- {a.name}: Secret {a.secret} ({', '.join(a.keys.values())}), from {a.source}"
+        for a in chosen
+    )
+    head = (
+        "Rendered by `prewarm manifests --kind keda`: the TriggerAuthentications the\n"
+        f"ScaledObjects of namespace {namespace} name. Each reads a Secret of this namespace,\n"
+        'made from the install\'s own Secrets as docs/install.md ("With KEDA") shows:\n'
+        f"{secrets}"
+    )
+    return "---\n".join(
+        to_yaml(a.manifest(namespace), head if i == 0 else "") for i, a in enumerate(chosen)
+    )
 
 
 @click.command(

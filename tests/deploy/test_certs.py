@@ -139,8 +139,8 @@ def _trigger_hosts(shards: int) -> dict[str, str]:
     config = parse_config(_fleet_config())
     files = render(config, Policies(config.policies, "the config"), "keda", "unused", shards)
     hosts = {}
-    for text in files.values():
-        document = yaml.safe_load(text)
+    documents = [d for text in files.values() for d in yaml.safe_load_all(text)]
+    for document in documents:
         if document["kind"] != "ScaledObject":
             continue
         for trigger in document["spec"]["triggers"]:

@@ -253,6 +253,68 @@ def test_a_workload_that_scales_to_zero_wakes_by_the_push_trigger(tmp_path: Path
     assert chat["triggers"][0]["type"] == "metrics-api" and "pollingInterval" not in chat
 
 
+def test_every_authentication_ref_names_a_trigger_authentication_rendered_beside_it(
+    tmp_path: Path,
+) -> None:
+    # chat (inference) reads the metrics-api trigger, batch (default) and nap (inference)
+    # the push one: three ScaledObjects naming two TriggerAuthentications in two namespaces
+    path = tmp_path / "prewarm.yaml"
+    nap = (
+        "  - name: nap\n    namespace: inference\n    demand: sum(rate(nap_total[5m]))\n"
+        "    capacity: {capacity_per_replica: 1, min_replicas: 0, max_replicas: 4}\n"
+    )
+    path.write_text(
+        CONFIG.replace("max_replicas: 8}", "max_replicas: 8, min_replicas: 0}").replace(
+            "mlflow:", nap + "mlflow:"
+        )
+    )
+    out = _render(tmp_path / "out", path, tmp_path, "--kind", "keda")
+    documents = [d for f in sorted(out.iterdir()) for d in yaml.safe_load_all(f.read_text())]
+    auths = {
+        (d["metadata"]["namespace"], d["metadata"]["name"]): d
+        for d in documents
+        if d["kind"] == "TriggerAuthentication"
+    }
+    refs = {
+        (so["metadata"]["namespace"], t["authenticationRef"]["name"])
+        for so in documents
+        if so["kind"] == "ScaledObject"
+        for t in so["spec"]["triggers"]
+        if "authenticationRef" in t
+    }
+    assert refs == {
+        ("inference", "prewarm-bearer"),
+        ("inference", "prewarm-grpc"),
+        ("default", "prewarm-grpc"),
+    }
+    assert set(auths) == refs  # each one named is rendered, and nothing else
+    assert all(a["apiVersion"] == "keda.sh/v1alpha1" for a in auths.values())
+    grpc = auths["default", "prewarm-grpc"]["spec"]["secretTargetRef"]
+    assert {r["parameter"]: (r["name"], r["key"]) for r in grpc} == {
+        "tlsClientCert": ("prewarm-grpc-client", "tls.crt"),
+        "tlsClientKey": ("prewarm-grpc-client", "tls.key"),
+        "caCert": ("prewarm-grpc-client", "ca.crt"),
+    }
+    bearer = auths["inference", "prewarm-bearer"]["spec"]["secretTargetRef"]
+    assert {r["parameter"]: (r["name"], r["key"]) for r in bearer} == {
+        "token": ("prewarm-keda", "token"),
+        "ca": ("prewarm-keda", "ca.crt"),
+    }
+    # one file per namespace, named as the workloads' are, and said in the output
+    assert sorted(p.name for p in out.glob("*.triggerauthentication.yaml")) == [
+        "default.triggerauthentication.yaml",
+        "inference.triggerauthentication.yaml",
+    ]
+    assert (
+        "prewarm-keda (token, ca.crt)" in (out / "inference.triggerauthentication.yaml").read_text()
+    )
+
+
+def test_an_hpa_names_no_trigger_authentication(config: Path, tmp_path: Path) -> None:
+    out = _render(tmp_path / "out", config, tmp_path)
+    assert sorted(p.name for p in out.iterdir()) == ["batch.hpa.yaml", "chat.hpa.yaml"]
+
+
 def test_sharded_keda_triggers_read_the_service_of_their_shard(tmp_path: Path) -> None:
     from serving.shards import shard_of
 
