@@ -31,6 +31,9 @@ from serving.shards import MAX_SHARDS
 
 SECRET = "prewarm-serve-tls"
 APISERVICE = "v1beta1.external.metrics.k8s.io"
+# The install replaces the cluster's one APIService of the group, whoever serves it (KEDA,
+# prometheus-adapter, Datadog): this shows who does (docs/install.md, "HPA only").
+APISERVICE_CHECK = f"kubectl get apiservice {APISERVICE} -o jsonpath='{{.spec.service}}'"
 # Written by this command, read by kubectl; the names the kustomization lists.
 SECRET_FILE = "serving-tls.yaml"
 PATCH_FILE = "apiservice-cabundle.yaml"
@@ -356,5 +359,11 @@ def certs(out: Path, deploy: Path, days: int, shards: int, extra_names: tuple[st
         f"The certificate names the Service {fleet} (each as <service>, .{NAMESPACE}, "
         f".{NAMESPACE}.svc and .{NAMESPACE}.svc.cluster.local)"
         + (f" and {extra} name(s) of --dns" if extra else "")
+    )
+    click.echo(
+        f"The install replaces the cluster's APIService {APISERVICE}. First check that no\n"
+        "other server (KEDA, prometheus-adapter, Datadog) answers it: this must print\n"
+        'NotFound or the Service prewarm-serve (else see docs/install.md, "HPA only"):\n'
+        f"  {APISERVICE_CHECK}"
     )
     click.echo(f"Install: kubectl apply -k {out}")

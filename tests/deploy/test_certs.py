@@ -27,7 +27,13 @@ import yaml
 from click.testing import CliRunner
 from cryptography import x509
 
-from prewarm.certs import KUSTOMIZATION, PATCH_FILE, SECRET_FILE, certificate_names
+from prewarm.certs import (
+    APISERVICE_CHECK,
+    KUSTOMIZATION,
+    PATCH_FILE,
+    SECRET_FILE,
+    certificate_names,
+)
 from prewarm.cli import cli
 from prewarm.manifests import Policies, render
 from prewarm.services import service_names
@@ -45,6 +51,9 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = CliRunner().invoke(cli, ["certs", "--out", str(out), "--deploy", str(DEPLOY)])
     assert result.exit_code == 0, result.output
     assert f"kubectl apply -k {out}" in result.output
+    # The folder replaces the cluster's external metrics APIService: who serves it is
+    # checked before the install line
+    assert 0 <= result.output.find(APISERVICE_CHECK) < result.output.index("Install:")
     return out
 
 

@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from prewarm.certs import issue, new_ca, secret_manifest
+from prewarm.certs import APISERVICE_CHECK, issue, new_ca, secret_manifest
 from prewarm.services import NAMESPACE, SERVICE, host, service_names
 from serving.wire import k8s
 from tests.deploy.rendered import (
@@ -313,6 +313,18 @@ def test_hpa_install_registers_the_apiservice_with_an_injected_ca_and_front_prox
         "name": front_proxy["name"],
         "key": "requestheader-allowed-names",
     }
+
+
+def test_install_md_checks_who_serves_the_apiservice_before_each_install_replacing_it() -> None:
+    # prometheus-adapter, Datadog or KEDA's metrics server may own the group already: the
+    # default install and the `prewarm certs` folder replace their APIService
+    text = (ROOT / "docs" / "install.md").read_text()
+    for install in ("kubectl apply -k deploy/\n", "kubectl apply -k prewarm-install\n"):
+        assert 0 <= text.find(APISERVICE_CHECK) < text.index(install), install
+    assert named(render("."), "APIService") and named(render("overlays/keda"), "APIService") == []
+    # and what to do when it is KEDA's: the overlay that leaves it alone
+    flowing = " ".join(text.split())
+    assert "use [the KEDA overlay](#with-keda), which registers no APIService" in flowing
 
 
 def test_keda_install_leaves_the_apiservice_to_keda_and_authenticates_keda() -> None:
