@@ -5,7 +5,6 @@ tests/deploy/test_kustomize.py."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -127,9 +126,6 @@ def test_each_keda_trigger_authenticates_with_keys_its_secret_is_made_with(
     assert {r["parameter"]: r["key"] for r in refs} == keys
     (secret,) = {r["name"] for r in refs}
     # The Secret is made from the install's own, never committed with a placeholder:
-    # docs/install.md holds the command, with every key.
+    # docs/install.md holds the command (tests/deploy/test_install_secrets.py runs it).
     assert "kind: Secret" not in (DEPLOY / file).read_text()
-    install = INSTALL_MD.read_text()
-    (command,) = re.findall(rf"create secret generic {secret}\b[^`]*", install)
-    for key in keys.values():
-        assert f"{key}=" in command, key
+    assert f"create secret generic {secret} " in INSTALL_MD.read_text()
