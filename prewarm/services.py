@@ -16,16 +16,21 @@ HTTPS_PORT = 443  # the Service's `https` port: the APIService and KEDA's metric
 GRPC_PORT = 9000  # its `grpc` port: KEDA's external-push scaler
 
 
+def shard_service(shard: int) -> str:
+    """The Service of shard ``shard`` (1-based) of a sharded fleet: ``prewarm-serve-K``."""
+    return f"{SERVICE}-{shard}"
+
+
 def service_of(workload: str, shards: int = 1) -> str:
     """The Service of the ``prewarm serve`` that holds ``workload`` among ``shards`` shards:
     ``prewarm-serve``, or ``prewarm-serve-K`` for shard K of a sharded fleet."""
-    return SERVICE if shards == 1 else f"{SERVICE}-{shard_of(workload, shards)}"
+    return SERVICE if shards == 1 else shard_service(shard_of(workload, shards))
 
 
 def fleet_services(shards: int = 1) -> list[str]:
     """Every Service of a fleet of ``shards`` shards: ``prewarm-serve`` (the one behind the
     APIService, which cannot be sharded) and, sharded, ``prewarm-serve-1`` to ``-N``."""
-    return [SERVICE] + ([f"{SERVICE}-{k}" for k in range(1, shards + 1)] if shards > 1 else [])
+    return [SERVICE] + ([shard_service(k) for k in range(1, shards + 1)] if shards > 1 else [])
 
 
 def host(service: str, namespace: str = NAMESPACE) -> str:
