@@ -2,7 +2,8 @@
 
 Writes a self-signed CA and a serving certificate it signs, for the names the APIService,
 KEDA and the kubelet use to reach ``prewarm-serve`` (``<service>``, ``<service>.<namespace>``,
-``<service>.<namespace>.svc``, ``<service>.<namespace>.svc.cluster.local``), as a
+``<service>.<namespace>.svc``, ``<service>.<namespace>.svc.cluster.local``; with ``--shards N``
+those of each shard's Service ``prewarm-serve-K`` too, and any ``--dns`` names), as a
 ``kubernetes.io/tls`` Secret manifest (``tls.crt``, ``tls.key``, ``ca.crt``) and a patch that
 sets the APIService's ``caBundle`` to that CA; with them a ``kustomization.yaml`` that
 installs deploy/ (the HPA-only install, without the cert-manager component) with both. So
@@ -15,6 +16,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,17 +26,24 @@ import click
 
 from prewarm.exit_codes import ExitCode, epilog, fail
 from prewarm.options import OutputFolder, user_errors
+from prewarm.services import NAMESPACE, SERVICE, fleet_services, host, service_names
+from serving.shards import MAX_SHARDS
 
-SERVICE = "prewarm-serve"
-NAMESPACE = "prewarm"
 SECRET = "prewarm-serve-tls"
 APISERVICE = "v1beta1.external.metrics.k8s.io"
+# The install replaces the cluster's one APIService of the group, whoever serves it (KEDA,
+# prometheus-adapter, Datadog): this shows who does (docs/install.md, "HPA only").
+APISERVICE_CHECK = f"kubectl get apiservice {APISERVICE} -o jsonpath='{{.spec.service}}'"
 # Written by this command, read by kubectl; the names the kustomization lists.
 SECRET_FILE = "serving-tls.yaml"
 PATCH_FILE = "apiservice-cabundle.yaml"
 KUSTOMIZATION = "kustomization.yaml"
 # Certificates start an hour early: a node whose clock lags still accepts them.
 CLOCK_SKEW = dt.timedelta(hours=1)
+# A DNS name as a certificate holds it (RFC 1123): labels of letters, digits and '-' (not
+# first nor last), 1 to 63 characters each; a wildcard only as the whole first label.
+_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+_DNS_NAME = re.compile(rf"^(\*\.)?{_LABEL}(\.{_LABEL})*$")
 
 
 @dataclass(frozen=True)
@@ -154,16 +163,6 @@ def issue(
     return Issued(_signed(builder, ca.key), key)
 
 
-def service_names(service: str, namespace: str) -> list[str]:
-    """Every DNS name a client in the cluster may use for ``service``."""
-    return [
-        service,
-        f"{service}.{namespace}",
-        f"{service}.{namespace}.svc",
-        f"{service}.{namespace}.svc.cluster.local",
-    ]
-
-
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -207,13 +206,61 @@ def kustomization(deploy: Path, out: Path, namespace: str) -> dict[str, Any]:
     }
 
 
-def write_install(out: Path, deploy: Path, now: dt.datetime, days: int = 365) -> Issued:
-    """Write the Secret, the caBundle patch and the kustomization into ``out``; return the CA.
+def dns_name(name: str) -> str:
+    """``name`` as a certificate's DNS name (lower case: names compare without case).
 
     Raises
     ------
     ConfigError
-        If ``deploy`` is not prewarm's deploy/ folder.
+        ``name`` is no RFC 1123 host name, optionally after ``*.``; that includes a dotted
+        IP address (RFC 1123 2.1: the last label of a host name is never all digits), which a
+        DNS name in a certificate does not cover.
+    """
+    from forecaster.exceptions import ConfigError, shown
+
+    lower = name.lower()
+    if len(lower) > 253 or not _DNS_NAME.match(lower) or lower.rsplit(".", 1)[-1].isdigit():
+        raise ConfigError(
+            "`--dns` must be a DNS name (RFC 1123: labels of letters, digits and '-', 1 to 63 "
+            f"characters each and 253 in all, '*.' before a wildcard), got {shown(name)}"
+        )
+    return lower
+
+
+def certificate_names(shards: int = 1, extra: Sequence[str] = ()) -> list[str]:
+    """The serving certificate's DNS names: every name of each Service of a fleet of
+    ``shards`` shards (:func:`prewarm.services.fleet_services`), then ``extra``, once each.
+
+    Raises
+    ------
+    ConfigError
+        ``shards`` is not 1 to :data:`serving.shards.MAX_SHARDS`, or a name of ``extra`` is
+        no DNS name (:func:`dns_name`).
+    """
+    from forecaster.exceptions import check_whole
+
+    check_whole("--shards", shards, 1, MAX_SHARDS)
+    names = [name for service in fleet_services(shards) for name in service_names(service)]
+    return list(dict.fromkeys([*names, *(dns_name(name) for name in extra)]))
+
+
+def write_install(
+    out: Path,
+    deploy: Path,
+    now: dt.datetime,
+    days: int = 365,
+    *,
+    shards: int = 1,
+    extra_names: Sequence[str] = (),
+) -> list[str]:
+    """Write the Secret, the caBundle patch and the kustomization into ``out``; return the
+    certificate's DNS names (:func:`certificate_names` of ``shards`` and ``extra_names``).
+
+    Raises
+    ------
+    ConfigError
+        If ``deploy`` is not prewarm's deploy/ folder, or as :func:`certificate_names`
+        (before anything is written).
     OSError
         If ``out`` cannot be written.
     """
@@ -221,14 +268,14 @@ def write_install(out: Path, deploy: Path, now: dt.datetime, days: int = 365) ->
 
     from forecaster.exceptions import ConfigError
 
+    names = certificate_names(shards, extra_names)
     if not (deploy / "base" / KUSTOMIZATION).is_file():
         raise ConfigError(
             f"`--deploy` {str(deploy)[:100]!r} has no base/{KUSTOMIZATION}: "
             "give the deploy/ folder of prewarm's repository"
         )
-    names = service_names(SERVICE, NAMESPACE)
     ca = new_ca(f"{SERVICE}.{NAMESPACE} CA", now)
-    server = issue(ca, names[2], now, dns_names=names, days=days)
+    server = issue(ca, host(SERVICE), now, dns_names=names, days=days)
     documents = {
         SECRET_FILE: secret_manifest(ca, server, NAMESPACE),
         PATCH_FILE: cabundle_patch(ca),
@@ -243,7 +290,7 @@ def write_install(out: Path, deploy: Path, now: dt.datetime, days: int = 365) ->
         with os.fdopen(fd, "w", encoding="utf-8") as file:
             yaml.safe_dump(document, file, sort_keys=False)
         path.chmod(0o600)
-    return ca
+    return names
 
 
 @click.command(
@@ -273,13 +320,50 @@ def write_install(out: Path, deploy: Path, now: dt.datetime, days: int = 365) ->
     show_default=True,
     help="Validity of the serving certificate (the CA's: 10 years). Run again to renew.",
 )
-def certs(out: Path, deploy: Path, days: int) -> None:
+@click.option(
+    "--shards",
+    type=int,
+    default=1,
+    show_default=True,
+    help=f"Serving shards, 1 to {MAX_SHARDS}, as given to `prewarm manifests --shards`: the "
+    "certificate names each shard's Service prewarm-serve-K too (its triggers' hosts).",
+)
+@click.option(
+    "--dns",
+    "extra_names",
+    multiple=True,
+    metavar="NAME",
+    help="Another DNS name for the certificate, e.g. a gateway's host ('*.' before a "
+    "wildcard); repeat for more.",
+)
+def certs(out: Path, deploy: Path, days: int, shards: int, extra_names: tuple[str, ...]) -> None:
     """Write a self-signed CA and serving certificate as a Secret, the APIService caBundle
     patch and a kustomization installing deploy/ with them (no cert-manager needed)."""
     with user_errors():
         try:
-            write_install(out, deploy, dt.datetime.now(dt.UTC), days=days)
+            names = write_install(
+                out,
+                deploy,
+                dt.datetime.now(dt.UTC),
+                days=days,
+                shards=shards,
+                extra_names=extra_names,
+            )
         except OSError as exc:
             fail(f"`--out` {str(out)[:100]!r}: {exc.strerror or exc}", ExitCode.FAILURE)
     click.echo(f"Wrote {out / SECRET_FILE}, {out / PATCH_FILE}, {out / KUSTOMIZATION}")
+    services = fleet_services(shards)
+    fleet = SERVICE if shards == 1 else f"{SERVICE} and {services[1]} to {services[-1]}"
+    extra = len(names) - len(services) * len(service_names(SERVICE))
+    click.echo(
+        f"The certificate names the Service {fleet} (each as <service>, .{NAMESPACE}, "
+        f".{NAMESPACE}.svc and .{NAMESPACE}.svc.cluster.local)"
+        + (f" and {extra} name(s) of --dns" if extra else "")
+    )
+    click.echo(
+        f"The install replaces the cluster's APIService {APISERVICE}. First check that no\n"
+        "other server (KEDA, prometheus-adapter, Datadog) answers it: this must print\n"
+        'NotFound or the Service prewarm-serve (else see docs/install.md, "HPA only"):\n'
+        f"  {APISERVICE_CHECK}"
+    )
     click.echo(f"Install: kubectl apply -k {out}")

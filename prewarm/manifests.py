@@ -26,15 +26,14 @@ import click
 
 from prewarm.exit_codes import ExitCode, epilog, exit_code, fail
 from prewarm.options import OutputFolder, config_option, tracking_uri_option
+from prewarm.services import GRPC_PORT, HTTPS_PORT, SERVICE, host, service_of
+from serving.shards import MAX_SHARDS
 
 if TYPE_CHECKING:
     from forecaster.workload import WorkloadPolicy
     from training.config import TrainConfig
 
 Kind = Literal["hpa", "keda"]
-# The Service of deploy/base/serve-service.yaml: where KEDA reaches prewarm's JSON endpoint,
-# and its gRPC external scaler.
-SERVE_SERVICE = "prewarm-serve"  # deploy/base/serve-service.yaml; shard K of N: prewarm-serve-K
 # The forecast metric whose target the backtest simulates (demand per replica at the forecast
 # path's utilization); serving/wire/k8s.py serves it, selected by the workload label.
 FORECAST_METRIC = "prewarm_forecast_demand"
@@ -50,7 +49,50 @@ class Wiring:
 
     namespace: str
     demand_metric: str
-    service: str = SERVE_SERVICE  # the Service of the `prewarm serve` that holds the workload
+    service: str = SERVICE  # the Service of the `prewarm serve` that holds the workload
+
+
+@dataclass(frozen=True)
+class TriggerAuth:
+    """A KEDA TriggerAuthentication that prewarm's triggers name, and the Secret of the
+    workload's namespace it reads (made from the install's own Secrets: docs/install.md,
+    "With KEDA")."""
+
+    name: str
+    secret: str
+    keys: Mapping[str, str]  # KEDA's parameter -> the Secret's key
+    source: str  # the install's Secrets it is copied from, for the rendered file's header
+
+    def manifest(self, namespace: str) -> dict[str, Any]:
+        """The TriggerAuthentication in ``namespace``."""
+        return {
+            "apiVersion": "keda.sh/v1alpha1",
+            "kind": "TriggerAuthentication",
+            "metadata": {"name": self.name, "namespace": namespace},
+            "spec": {
+                "secretTargetRef": [
+                    {"parameter": parameter, "name": self.secret, "key": key}
+                    for parameter, key in self.keys.items()
+                ]
+            },
+        }
+
+
+# metrics-api: the bearer token `prewarm serve` checks, and the CA that signed its certificate.
+BEARER = TriggerAuth(
+    "prewarm-bearer",
+    "prewarm-keda",
+    {"token": "token", "ca": "ca.crt"},
+    "prewarm/prewarm-serve-token and prewarm/prewarm-serve-tls",
+)
+# external-push: KEDA authenticates to an external scaler with a client certificate only.
+GRPC = TriggerAuth(
+    "prewarm-grpc",
+    "prewarm-grpc-client",
+    {"tlsClientCert": "tls.crt", "tlsClientKey": "tls.key", "caCert": "ca.crt"},
+    "prewarm/prewarm-grpc-client",
+)
+TRIGGER_AUTHS = {auth.name: auth for auth in (BEARER, GRPC)}
 
 
 @dataclass(frozen=True)
@@ -216,13 +258,13 @@ def _forecast_trigger(name: str, forecast_target: float, service: str) -> dict[s
         "type": "metrics-api",
         "metricType": "AverageValue",
         "metadata": {
-            "url": f"https://{service}.prewarm.svc:443/v1/workloads/{name}/forecast",
+            "url": f"https://{host(service)}:{HTTPS_PORT}/v1/workloads/{name}/forecast",
             "format": "json",
             "valueLocation": "forecastDemand",
             "targetValue": _decimal(forecast_target),
             "authMode": "bearer",
         },
-        "authenticationRef": {"name": "prewarm-bearer"},
+        "authenticationRef": {"name": BEARER.name},
     }
 
 
@@ -232,12 +274,12 @@ def _push_trigger(name: str, service: str) -> dict[str, Any]:
         "type": "external-push",
         "metricType": "AverageValue",
         "metadata": {
-            "scalerAddress": f"{service}.prewarm.svc.cluster.local:9000",
+            "scalerAddress": f"{host(service)}:{GRPC_PORT}",
             "workload": name,
             "metric": "forecast_demand",
             "activationThreshold": "0",
         },
-        "authenticationRef": {"name": "prewarm-grpc"},
+        "authenticationRef": {"name": GRPC.name},
     }
 
 
@@ -342,14 +384,14 @@ def render(
 ) -> dict[str, str]:
     """File name -> YAML text, one file per workload, each in the workload's namespace (the
     only one under which prewarm serves its metric); with ``shards`` > 1, each KEDA trigger
-    reads the Service of the shard that holds its workload (``prewarm-serve-K``)."""
-    from forecaster.exceptions import ConfigError, shown
-    from serving.shards import shard_of
+    reads the Service of the shard that holds its workload (``prewarm-serve-K``). With
+    ``kind`` ``keda``, also one file per namespace of the TriggerAuthentications its
+    ScaledObjects name (``<namespace>.triggerauthentication.yaml``)."""
+    from forecaster.exceptions import ConfigError, check_whole, shown
     from training.config import PrometheusSourceConfig
     from training.redaction import redact
 
-    if shards < 1:
-        raise ConfigError(f"`--shards` is at least 1, got {shards}")
+    check_whole("--shards", shards, 1, MAX_SHARDS)  # what `prewarm serve --shard K/N` takes
     if demand_metric in ("", ".", "..") or any(c in demand_metric for c in "/%"):
         # What the API server checks of an HPA's metric name: it is a path segment.
         raise ConfigError(
@@ -377,13 +419,11 @@ def render(
             "trigger with a TriggerAuthentication"
         )
     files = {}
+    auths: dict[str, set[str]] = {}  # namespace -> the TriggerAuthentications named there
     for workload in config.workloads:
         policy = policies.by_workload[workload.name]
         _check_object(workload.name, policy, kind)
-        service = SERVE_SERVICE
-        if shards > 1:
-            service = f"{SERVE_SERVICE}-{shard_of(workload.name, shards)}"
-        wiring = Wiring(workload.namespace, demand_metric, service)
+        wiring = Wiring(workload.namespace, demand_metric, service_of(workload.name, shards))
         try:
             if kind == "hpa":
                 document = hpa_manifest(workload.name, policy, wiring)
@@ -398,7 +438,33 @@ def render(
             raise ConfigError(f"workload {workload.name!r}: {exc}") from exc
         text = to_yaml(document, header(workload.name, policy, policies.origin, kind))
         files[f"{workload.name}.{suffix}.yaml"] = text
+        for trigger in document["spec"].get("triggers", []):
+            if "authenticationRef" in trigger:
+                auths.setdefault(workload.namespace, set()).add(
+                    trigger["authenticationRef"]["name"]
+                )
+    for namespace, names in sorted(auths.items()):
+        files[f"{namespace}.triggerauthentication.yaml"] = trigger_auths(namespace, sorted(names))
     return files
+
+
+def trigger_auths(namespace: str, names: list[str]) -> str:
+    """YAML of the TriggerAuthentications ``names`` (of :data:`TRIGGER_AUTHS`) in
+    ``namespace``, under a header naming the Secret each reads."""
+    chosen = [TRIGGER_AUTHS[name] for name in names]
+    secrets = "\n".join(
+        f"- {a.name}: Secret {a.secret} ({', '.join(a.keys.values())}), from {a.source}"
+        for a in chosen
+    )
+    head = (
+        "Rendered by `prewarm manifests --kind keda`: the TriggerAuthentications the\n"
+        f"ScaledObjects of namespace {namespace} name. Each reads a Secret of this namespace,\n"
+        'made from the install\'s own Secrets as docs/install.md ("With KEDA") shows:\n'
+        f"{secrets}"
+    )
+    return "---\n".join(
+        to_yaml(a.manifest(namespace), head if i == 0 else "") for i, a in enumerate(chosen)
+    )
 
 
 @click.command(
@@ -436,8 +502,9 @@ def render(
     type=int,
     default=1,
     show_default=True,
-    help="Serving shards (`prewarm serve --shard K/N`): each KEDA trigger reads the Service "
-    "prewarm-serve-K of the shard that holds its workload (--kind keda).",
+    help=f"Serving shards, 1 to {MAX_SHARDS} (`prewarm serve --shard K/N`): each KEDA "
+    "trigger reads the Service prewarm-serve-K of the shard that holds its workload "
+    "(--kind keda).",
 )
 def manifests(
     config_path: Path,

@@ -18,6 +18,7 @@ import click
 
 from prewarm.exit_codes import ExitCode, epilog, fail
 from prewarm.options import LOG_LEVELS, PORT, split_names, user_errors
+from serving.shards import MAX_SHARDS
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -189,8 +190,9 @@ def _check_addresses(settings: ServingSettings, flags: Mapping[str, Any]) -> Non
 @click.option(
     "--shard",
     default=None,
-    help="K/N: serve only the workloads of shard K of N, by a stable hash of their names "
-    "(or PREWARM_SHARD); `prewarm manifests --shards N` routes KEDA to each [default: all].",
+    help=f"K/N: serve only the workloads of shard K of N (N at most {MAX_SHARDS}), by a "
+    "stable hash of their names (or PREWARM_SHARD); `prewarm manifests --shards N` routes "
+    "KEDA to each [default: all].",
 )
 def serve(
     config_path: Path,

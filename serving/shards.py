@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from forecaster.exceptions import ConfigError, shown
 
 _FORM = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+MAX_SHARDS = 256
+"""The most shards a fleet is split over (``serve --shard K/N``, ``manifests --shards N``,
+``certs --shards N``). Each is a Deployment, a Service and four names in the serving
+certificate; 256 servers of 10,000 workloads each (docs/scale.md) is past any fleet, so a
+larger N is a typo, not a plan."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,10 @@ class Shard:
     def __post_init__(self) -> None:
         if not 1 <= self.index <= self.count:
             raise ConfigError(f"a shard is K/N with 1 <= K <= N, got {self.index}/{self.count}")
+        if self.count > MAX_SHARDS:
+            raise ConfigError(
+                f"a shard is K/N with N at most {MAX_SHARDS}, got {self.index}/{self.count}"
+            )
 
     @classmethod
     def parse(cls, text: str) -> Shard:

@@ -5,8 +5,11 @@ the APIService, the disruption budget and the network policies)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import os
 import re
 import tomllib
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,6 +17,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from prewarm.certs import APISERVICE_CHECK, issue, new_ca, secret_manifest
+from prewarm.services import NAMESPACE, SERVICE, host, service_names
 from serving.wire import k8s
 from tests.deploy.rendered import (
     DEPLOY,
@@ -22,6 +27,7 @@ from tests.deploy.rendered import (
     SERVE,
     Object,
     container,
+    kustomize,
     named,
     one,
     pod_spec,
@@ -309,6 +315,18 @@ def test_hpa_install_registers_the_apiservice_with_an_injected_ca_and_front_prox
     }
 
 
+def test_install_md_checks_who_serves_the_apiservice_before_each_install_replacing_it() -> None:
+    # prometheus-adapter, Datadog or KEDA's metrics server may own the group already: the
+    # default install and the `prewarm certs` folder replace their APIService
+    text = (ROOT / "docs" / "install.md").read_text()
+    for install in ("kubectl apply -k deploy/\n", "kubectl apply -k prewarm-install\n"):
+        assert 0 <= text.find(APISERVICE_CHECK) < text.index(install), install
+    assert named(render("."), "APIService") and named(render("overlays/keda"), "APIService") == []
+    # and what to do when it is KEDA's: the overlay that leaves it alone
+    flowing = " ".join(text.split())
+    assert "use [the KEDA overlay](#with-keda), which registers no APIService" in flowing
+
+
 def test_keda_install_leaves_the_apiservice_to_keda_and_authenticates_keda() -> None:
     objects = render("overlays/keda")
     assert named(objects, "APIService") == []
@@ -327,3 +345,83 @@ def test_keda_install_leaves_the_apiservice_to_keda_and_authenticates_keda() -> 
     client = one(objects, "Certificate", "prewarm-grpc-client")["spec"]
     assert client["issuerRef"] == serving["spec"]["issuerRef"]
     assert "client auth" in client["usages"] and "server auth" not in client["usages"]
+
+
+@pytest.mark.parametrize("install", ["overlays/hpa", "overlays/keda"])
+def test_the_prometheus_operator_component_scrapes_serving_over_verified_https(
+    install: str, tmp_path: Path
+) -> None:
+    # An overlay of the user's own: an install plus the optional component.
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump({
+            "resources": [os.path.relpath(DEPLOY / install, tmp_path)],
+            "components": [os.path.relpath(DEPLOY / "components/prometheus-operator", tmp_path)],
+        })
+    )  # fmt: skip
+    objects = kustomize(tmp_path)
+    monitor = one(objects, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    spec = monitor["spec"]
+    # It selects the serving Service, in its own namespace (no namespaceSelector)...
+    service = one(objects, "Service", "prewarm-serve")
+    selected = [s for s in named(objects, "Service") if _selects(spec["selector"], s)]
+    assert selected == [service] and "namespaceSelector" not in spec
+    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"] == "prewarm"
+    # ...and scrapes /metrics over HTTPS on its port that reaches serving's HTTPS port.
+    (endpoint,) = spec["endpoints"]
+    assert (endpoint["path"], endpoint["scheme"]) == ("/metrics", "https")
+    (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
+    serve = one(objects, "Deployment", "prewarm-serve")
+    (target,) = [p for p in container(serve)["ports"] if p["name"] == port["targetPort"]]
+    assert target["containerPort"] == 8443
+    ingress = _policy_for(objects, "serve", "ingress")
+    from_prometheus = [r for r in ingress if "namespace:monitoring" in _peers([r])]
+    assert target["containerPort"] in _ports(from_prometheus)
+    # The certificate is verified: the CA of the Secret serving presents, under a name the
+    # certificate holds (Prometheus connects to pod addresses, which it does not).
+    tls = endpoint["tlsConfig"]
+    assert not tls.get("insecureSkipVerify")
+    volumes = {v["name"]: v for v in pod_spec(serve)["volumes"]}
+    assert tls["ca"]["secret"] == {"name": volumes["tls"]["secret"]["secretName"], "key": "ca.crt"}
+    assert "ca.crt" in secret_manifest(*_issued(), NAMESPACE)["data"]  # prewarm certs' Secret
+    assert tls["serverName"] == host(SERVICE)
+    assert tls["serverName"] in _serving_certificate(objects)["spec"]["dnsNames"]
+    # The scrape annotations are gone: a Prometheus honouring both would scrape twice.
+    annotations = serve["spec"]["template"]["metadata"].get("annotations", {})
+    assert not [a for a in annotations if a.startswith("prometheus.io/")]
+    for obj in objects:
+        if obj["apiVersion"].split("/")[0] not in CUSTOM_GROUPS | {"monitoring.coreos.com"}:
+            kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+
+
+def _selects(selector: Object, obj: Object) -> bool:
+    labels = obj["metadata"].get("labels", {})
+    return all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+
+def _issued() -> tuple[Any, Any]:
+    """A CA and a server certificate it signs, as ``prewarm certs`` makes them."""
+    now = dt.datetime.now(dt.UTC)
+    ca = new_ca("test CA", now)
+    return ca, issue(ca, host(SERVICE), now, dns_names=service_names(SERVICE))
+
+
+def test_the_overlay_install_md_gives_for_the_component_renders_as_written(
+    tmp_path: Path,
+) -> None:
+    text = (ROOT / "docs" / "install.md").read_text()
+    (block,) = [
+        b for b in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL) if "prometheus-operator" in b
+    ]
+    # beside a checkout named prewarm, as the block's paths assume
+    (tmp_path / "prewarm").symlink_to(ROOT, target_is_directory=True)
+    (tmp_path / "my-prewarm").mkdir()
+    (tmp_path / "my-prewarm" / "kustomization.yaml").write_text(block)
+    objects = kustomize(tmp_path / "my-prewarm")
+    monitor = one(objects, "ServiceMonitor", "prewarm-serve")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    # deploy/ (the default install), and the ServiceMonitor besides
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    assert kinds == {(o["kind"], o["metadata"]["name"]) for o in render(".")} | {
+        ("ServiceMonitor", "prewarm-serve")
+    }

@@ -241,7 +241,8 @@ def test_a_workload_that_scales_to_zero_wakes_by_the_push_trigger(tmp_path: Path
     push, demand = batch["triggers"]
     assert push["type"] == "external-push" and demand["type"] == "prometheus"
     assert push["metadata"] == {
-        "scalerAddress": "prewarm-serve.prewarm.svc.cluster.local:9000",
+        # `.svc`, as the metrics-api trigger: it resolves on any cluster domain
+        "scalerAddress": "prewarm-serve.prewarm.svc:9000",
         "workload": "batch",
         "metric": "forecast_demand",
         "activationThreshold": "0",
@@ -250,6 +251,68 @@ def test_a_workload_that_scales_to_zero_wakes_by_the_push_trigger(tmp_path: Path
     # A workload that keeps a replica keeps the metrics-api trigger and KEDA's defaults.
     chat = _load(out / "chat.scaledobject.yaml")["spec"]
     assert chat["triggers"][0]["type"] == "metrics-api" and "pollingInterval" not in chat
+
+
+def test_every_authentication_ref_names_a_trigger_authentication_rendered_beside_it(
+    tmp_path: Path,
+) -> None:
+    # chat (inference) reads the metrics-api trigger, batch (default) and nap (inference)
+    # the push one: three ScaledObjects naming two TriggerAuthentications in two namespaces
+    path = tmp_path / "prewarm.yaml"
+    nap = (
+        "  - name: nap\n    namespace: inference\n    demand: sum(rate(nap_total[5m]))\n"
+        "    capacity: {capacity_per_replica: 1, min_replicas: 0, max_replicas: 4}\n"
+    )
+    path.write_text(
+        CONFIG.replace("max_replicas: 8}", "max_replicas: 8, min_replicas: 0}").replace(
+            "mlflow:", nap + "mlflow:"
+        )
+    )
+    out = _render(tmp_path / "out", path, tmp_path, "--kind", "keda")
+    documents = [d for f in sorted(out.iterdir()) for d in yaml.safe_load_all(f.read_text())]
+    auths = {
+        (d["metadata"]["namespace"], d["metadata"]["name"]): d
+        for d in documents
+        if d["kind"] == "TriggerAuthentication"
+    }
+    refs = {
+        (so["metadata"]["namespace"], t["authenticationRef"]["name"])
+        for so in documents
+        if so["kind"] == "ScaledObject"
+        for t in so["spec"]["triggers"]
+        if "authenticationRef" in t
+    }
+    assert refs == {
+        ("inference", "prewarm-bearer"),
+        ("inference", "prewarm-grpc"),
+        ("default", "prewarm-grpc"),
+    }
+    assert set(auths) == refs  # each one named is rendered, and nothing else
+    assert all(a["apiVersion"] == "keda.sh/v1alpha1" for a in auths.values())
+    grpc = auths["default", "prewarm-grpc"]["spec"]["secretTargetRef"]
+    assert {r["parameter"]: (r["name"], r["key"]) for r in grpc} == {
+        "tlsClientCert": ("prewarm-grpc-client", "tls.crt"),
+        "tlsClientKey": ("prewarm-grpc-client", "tls.key"),
+        "caCert": ("prewarm-grpc-client", "ca.crt"),
+    }
+    bearer = auths["inference", "prewarm-bearer"]["spec"]["secretTargetRef"]
+    assert {r["parameter"]: (r["name"], r["key"]) for r in bearer} == {
+        "token": ("prewarm-keda", "token"),
+        "ca": ("prewarm-keda", "ca.crt"),
+    }
+    # one file per namespace, named as the workloads' are, and said in the output
+    assert sorted(p.name for p in out.glob("*.triggerauthentication.yaml")) == [
+        "default.triggerauthentication.yaml",
+        "inference.triggerauthentication.yaml",
+    ]
+    assert (
+        "prewarm-keda (token, ca.crt)" in (out / "inference.triggerauthentication.yaml").read_text()
+    )
+
+
+def test_an_hpa_names_no_trigger_authentication(config: Path, tmp_path: Path) -> None:
+    out = _render(tmp_path / "out", config, tmp_path)
+    assert sorted(p.name for p in out.iterdir()) == ["batch.hpa.yaml", "chat.hpa.yaml"]
 
 
 def test_sharded_keda_triggers_read_the_service_of_their_shard(tmp_path: Path) -> None:
@@ -265,18 +328,23 @@ def test_sharded_keda_triggers_read_the_service_of_their_shard(tmp_path: Path) -
     assert chat["url"] == (
         f"https://prewarm-serve-{chat_shard}.prewarm.svc:443/v1/workloads/chat/forecast"
     )
-    assert batch["scalerAddress"] == (f"prewarm-serve-{batch_shard}.prewarm.svc.cluster.local:9000")
+    assert batch["scalerAddress"] == f"prewarm-serve-{batch_shard}.prewarm.svc:9000"
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (("--shards", "2"), "the HPA reads the cluster's one External Metrics API Service"),
-        (("--kind", "keda", "--shards", "0"), "`--shards` is at least 1, got 0"),
+        (
+            ("--kind", "keda", "--shards", "0"),
+            "`--shards` must be a whole number in [1, 256], got 0",
+        ),
+        # `prewarm serve --shard K/N` takes no N above 256: no trigger may point past it
+        (("--kind", "keda", "--shards", "257"), "in [1, 256], got 257"),
         (("--demand-metric", "a/b"), "must be a metric name the Kubernetes API accepts"),
         (("--demand-metric", ".."), "without '/' or '%'), got '..'"),
     ],
-    ids=["hpa", "zero", "metric-slash", "metric-dots"],
+    ids=["hpa", "zero", "above-serve", "metric-slash", "metric-dots"],
 )
 def test_flags_the_cluster_would_refuse_are_refused_before_writing(
     config: Path, tmp_path: Path, args: tuple[str, ...], message: str

@@ -40,7 +40,7 @@ def _config(names: tuple[str, ...] = NAMES) -> TrainConfig:
     ("text", "message"),
     [("2/4", None), (" 1 / 1 ", None), ("0/4", "1 <= K <= N, got 0/4"),
      ("5/4", "1 <= K <= N, got 5/4"), ("two", "a shard is K/N, e.g. 2/4, got 'two'"),
-     ("1/0", "got 1/0")],
+     ("1/0", "got 1/0"), ("256/256", None), ("1/257", "N at most 256, got 1/257")],
 )  # fmt: skip
 def test_a_shard_is_k_of_n(text: str, message: str | None) -> None:
     if message is None:
