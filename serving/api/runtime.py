@@ -90,6 +90,9 @@ class Runtime:
             tls_changes=None
             if certificate is None
             else lambda: (certificate.reloads, certificate.failures),
+            tls_expiry=None
+            if certificate is None
+            else lambda: certificate.current().not_after.timestamp(),
         )
         refresher = Refresher(
             config, components.source_factory, watcher, store, metrics, shadow=settings.shadow

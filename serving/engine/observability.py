@@ -230,6 +230,11 @@ class ServingMetrics:
         Returns the TLS certificate pairs reloaded and the changed files refused so far (the
         :class:`~serving.api.certificates.ServingCertificate`'s ``reloads`` and ``failures``),
         exported as ``prewarm_tls_reloads_total``; None (no TLS) exports nothing.
+    tls_expiry : callable or None
+        Returns the Unix time the certificate new connections get stops being valid
+        (``notAfter``), exported as ``prewarm_tls_certificate_expiry_timestamp_seconds``, so
+        an alert fires before it expires and when a renewal was never taken; None (no TLS)
+        exports nothing.
     registry_busy : callable or None
         Returns the seconds the registry call under way has run (the model watcher's
         ``busy_for``), exported as ``prewarm_registry_call_running_seconds``; None exports 0.
@@ -242,6 +247,7 @@ class ServingMetrics:
         refusal_log: Throttle | None = None,
         model_changes: Callable[[], tuple[int, int]] | None = None,
         tls_changes: Callable[[], tuple[int, int]] | None = None,
+        tls_expiry: Callable[[], float] | None = None,
         registry_busy: Callable[[], float] | None = None,
     ) -> None:
         self.refusal_log = refusal_log or Throttle(REFUSAL_LOG_INTERVAL)
@@ -351,6 +357,13 @@ class ServingMetrics:
                     tls_changes,
                 )
             )
+        if tls_expiry is not None:
+            Gauge(
+                "prewarm_tls_certificate_expiry_timestamp_seconds",
+                "notAfter of the serving certificate new connections get, as a Unix time "
+                "(the files are looked at first, as for a new connection)",
+                registry=registry,
+            ).set_function(tls_expiry)
         self._model: tuple[str, str] | None = None
 
     def refused(self, api: str, workload: str, exc: ForecastUnavailableError) -> None:

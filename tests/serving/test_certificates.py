@@ -79,10 +79,10 @@ class Generation:
         }
 
 
-def _generation(name: str, folder: Path) -> Generation:
+def _generation(name: str, folder: Path, days: int = VALID_DAYS) -> Generation:
     ca = new_ca(f"{name} CA", VALID_FROM, VALID_DAYS)
     names = {"dns_names": ["localhost"], "ip_addresses": ["127.0.0.1"]}
-    server = issue(ca, f"{name} server", VALID_FROM, days=VALID_DAYS, **names)
+    server = issue(ca, f"{name} server", VALID_FROM, days=days, **names)
     client = issue(ca, f"{name} client", VALID_FROM, client=True, days=VALID_DAYS)
     cert, key = write_issued(folder, f"{name}-client", client)
     return Generation(ca, server, client, (str(cert), str(key)))
@@ -251,20 +251,31 @@ def test_a_renewed_secret_volume_reaches_new_https_and_grpc_connections(
         assert LOADED + "1.0" in served.metrics()
 
 
+def _expiry(metrics: str) -> float:
+    name = "prewarm_tls_certificate_expiry_timestamp_seconds "
+    [value] = [line[len(name) :] for line in metrics.splitlines() if line.startswith(name)]
+    return float(value)
+
+
 def test_certificate_files_replaced_in_place_reach_new_connections(
-    tmp_path: Path, old: Generation, new: Generation
+    tmp_path: Path, old: Generation
 ) -> None:
-    """``prewarm certs`` run again, or a copy over the files: each file rewritten."""
+    """``prewarm certs`` run again, or a copy over the files: each file rewritten. The
+    expiry on /metrics follows, so an alert on it sees the renewal taken."""
+    renewed = _generation("renewed", tmp_path, days=VALID_DAYS + 60)
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
     cert.write_bytes(old.server.certificate_pem())
     key.write_bytes(old.server.key_pem())
     with _serving(cert, key) as served:
         assert served.served_serial() == old.serial
-        cert.write_bytes(new.server.certificate_pem())
-        key.write_bytes(new.server.key_pem())
-        assert served.served_serial() == new.serial
-        with served.https(new) as http:
+        old_expiry = old.server.certificate.not_valid_after_utc.timestamp()
+        assert _expiry(served.metrics()) == old_expiry
+        cert.write_bytes(renewed.server.certificate_pem())
+        key.write_bytes(renewed.server.key_pem())
+        assert served.served_serial() == renewed.serial
+        with served.https(renewed) as http:
             assert http.get("/healthz").status_code == 200
+        assert _expiry(served.metrics()) == old_expiry + 60 * 86400
 
 
 @pytest.mark.parametrize(
