@@ -418,10 +418,13 @@ def test_the_overlay_install_md_gives_for_the_component_renders_as_written(
     (tmp_path / "my-prewarm").mkdir()
     (tmp_path / "my-prewarm" / "kustomization.yaml").write_text(block)
     objects = kustomize(tmp_path / "my-prewarm")
-    monitor = one(objects, "ServiceMonitor", "prewarm-serve")
-    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    # deploy/ (the default install), and the ServiceMonitor besides
+    for kind in ("ServiceMonitor", "PrometheusRule"):  # both selected by the label
+        assert one(objects, kind, "prewarm-serve")["metadata"]["labels"]["release"] == (
+            "kube-prometheus-stack"
+        )
+    # deploy/ (the default install), and the ServiceMonitor and its alerts besides
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
     assert kinds == {(o["kind"], o["metadata"]["name"]) for o in render(".")} | {
-        ("ServiceMonitor", "prewarm-serve")
+        ("ServiceMonitor", "prewarm-serve"),
+        ("PrometheusRule", "prewarm-serve"),
     }

@@ -225,3 +225,35 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0, every: floa
             return
         time.sleep(every)
     raise AssertionError(f"condition not met within {timeout} s")
+
+
+SAMPLE_WORKLOAD = "chat"
+_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "summary": ("_sum", "_count", "_created"),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+}
+
+
+def exported_metric_names() -> set[str]:
+    """Every series name a scrape of the service can hold, from its real registry (served
+    over TLS, so the certificate's metrics are in)."""
+    from datetime import UTC, datetime
+
+    from serving.engine.observability import ServingMetrics
+    from serving.engine.snapshot import Snapshot, WorkloadForecast, WorkloadState
+
+    now = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+    forecast = WorkloadForecast(
+        SAMPLE_WORKLOAD, 2, 10.0, 0.9, 30.0, now, now, "1", 10.0, 0.8, 1, 5, {0.9: 10.0}, 30.0
+    )
+    state = WorkloadState(SAMPLE_WORKLOAD, forecast, now, 9.0)
+    snapshot = Snapshot({SAMPLE_WORKLOAD: state}, max_staleness=60.0, model_version="1")
+    metrics = ServingMetrics(
+        lambda: snapshot, tls_changes=lambda: (0, 0), tls_expiry=lambda: now.timestamp()
+    )
+    names = set()
+    for family in metrics.registry.collect():
+        names.add(family.name)
+        names.update(family.name + suffix for suffix in _SUFFIXES.get(family.type, ()))
+    return names

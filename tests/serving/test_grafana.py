@@ -6,25 +6,16 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from prometheus_client.core import Metric
 
-from serving.engine.observability import ServingMetrics
-from serving.engine.snapshot import Snapshot, WorkloadForecast, WorkloadState
 from tests.integration.prometheus import require_binaries
+from tests.serving.support import SAMPLE_WORKLOAD, exported_metric_names
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "prewarm.json"
-SAMPLE_WORKLOAD = "chat"
-_SUFFIXES = {
-    "counter": ("_total", "_created"),
-    "summary": ("_sum", "_count", "_created"),
-    "histogram": ("_bucket", "_sum", "_count", "_created"),
-}
 
 
 def _dashboard() -> dict[str, Any]:
@@ -73,22 +64,6 @@ def _expressions() -> list[tuple[str, str]]:
     ]
 
 
-def _exported_names() -> set[str]:
-    """Every series name a scrape of the service can hold, from its real registry."""
-    now = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
-    forecast = WorkloadForecast(
-        SAMPLE_WORKLOAD, 2, 10.0, 0.9, 30.0, now, now, "1", 10.0, 0.8, 1, 5, {0.9: 10.0}, 30.0
-    )
-    state = WorkloadState(SAMPLE_WORKLOAD, forecast, now, 9.0)
-    snapshot = Snapshot({SAMPLE_WORKLOAD: state}, max_staleness=60.0, model_version="1")
-    families: list[Metric] = list(ServingMetrics(lambda: snapshot).registry.collect())
-    names = set()
-    for family in families:
-        names.add(family.name)
-        names.update(family.name + suffix for suffix in _SUFFIXES.get(family.type, ()))
-    return names
-
-
 def test_every_panel_has_promql_and_the_asked_for_panels_exist() -> None:
     titles = [panel["title"] for panel in _panels(_dashboard()["panels"])]
     for wanted in ("forecast band", "HPA", "data age", "coverage", "Model version", "Refusals"):
@@ -101,7 +76,7 @@ def test_every_panel_has_promql_and_the_asked_for_panels_exist() -> None:
 
 
 def test_every_prewarm_metric_is_exported() -> None:
-    exported = _exported_names()
+    exported = exported_metric_names()
     named = {
         name for _, expr in _expressions() for name in re.findall(r"\bprewarm_[a-zA-Z0-9_]+", expr)
     }
