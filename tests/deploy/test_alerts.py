@@ -44,7 +44,7 @@ def _expected(name: str, labels: dict[str, str], value: str = "") -> dict[str, A
     for key, template in _rule(name)["annotations"].items():
         text = template.replace("{{ $value | humanizeDuration }}", value)
         for label, given in labels.items():
-            text = text.replace("{{ $labels.%s }}" % label, given)
+            text = text.replace("{{ $labels." + label + " }}", given)
         assert "{{" not in text, f"{name}.{key}: a template the test does not fill: {text!r}"
         annotations[key] = text
     return {"exp_labels": {**labels, **_rule(name)["labels"]}, "exp_annotations": annotations}
