@@ -63,6 +63,38 @@ def test_a_file_that_failed_is_read_again_once_fixed(tmp_path: Path) -> None:
     assert fetch(source, "embed").iloc[-1] == 7.0
 
 
+def test_a_failed_read_that_stat_cannot_see_is_tried_again_after_a_minute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An I/O error on a network mount leaves the file's stamp as it was: without a retry
+    the workload would stay failed until the file happened to change."""
+    from training.sources import files as files_module
+
+    files = {
+        "chat": write(tmp_path / "chat.csv", END, 120, 40.0),
+        "embed": write(tmp_path / "embed.csv", END, 120, 7.0),
+    }
+    now = [0.0]
+    source = FileSource(files=files, timer=lambda: now[0])
+    real = files_module.load_history
+
+    def io_error(path: Path, **kwargs: object) -> object:
+        if path.name == "chat.csv":
+            raise SourceError("file 'chat.csv' cannot be read: Input/output error")
+        return real(path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(files_module, "load_history", io_error)  # the one injected failure
+    with pytest.raises(SourceError, match="Input/output error"):
+        fetch(source, "chat")
+    monkeypatch.setattr(files_module, "load_history", real)  # the mount recovers
+    now[0] = files_module.FAILED_RETRY - 1
+    with pytest.raises(SourceError, match="Input/output error"):  # not read again yet
+        fetch(source, "chat")
+    assert fetch(source, "embed").iloc[-1] == 7.0  # the other workload is served meanwhile
+    now[0] = files_module.FAILED_RETRY
+    assert fetch(source, "chat").iloc[-1] == 40.0
+
+
 def test_rows_appended_to_a_file_are_seen(tmp_path: Path) -> None:
     path = write(tmp_path / "demand.csv", END, 120, 40.0, series="chat")
     source = FileSource(path)

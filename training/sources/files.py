@@ -17,16 +17,18 @@ data up to now.
 A live consumer keeps one source for as long as it runs, so :meth:`FileSource.fetch` looks
 at the files first (a ``stat``: times, size, inode): a file that changed since it was read
 (rows appended; a file that was missing, unreadable or invalid put back, remounted or fixed)
-is read again. Files that did not change are not parsed again, and one that failed is not
-tried again until it changes: a fetch then costs a ``stat`` per file, not a read of each
-failed file, and a live consumer fetches every few seconds.
+is read again. Files that did not change are not parsed again, and one that failed is
+tried again when it changes, or after :data:`FAILED_RETRY` seconds if it does not (a read
+error on a network mount changes nothing ``stat`` sees): a fetch then costs a ``stat`` per
+file, not a read of each failed file, and a live consumer fetches every few seconds.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -53,6 +55,8 @@ logger = logging.getLogger(__name__)
 
 
 WEEK = 7 * 86400
+FAILED_RETRY = 60.0
+"""Seconds after which a file that failed is read again though ``stat`` shows no change."""
 
 Stamp = tuple[int, int, int, int] | None
 """A file's modification and change times (ns), size and inode; None when it cannot be
@@ -129,6 +133,8 @@ class FileSource:
         Grid step in seconds; ``None`` uses the data's own.
     max_fill
         Longest gap, in cells, that is interpolated when the data is put on the grid.
+    timer
+        Monotonic seconds, for :data:`FAILED_RETRY` (tests pass their own).
     """
 
     name: ClassVar[str] = "file"
@@ -141,6 +147,7 @@ class FileSource:
         value_col: str | None = None,
         step: int | None = None,
         max_fill: int = 3,
+        timer: Callable[[], float] = time.monotonic,
     ) -> None:
         if (path is None) == (files is None):
             raise ConfigError("give exactly one of `path` and `files`")
@@ -158,6 +165,8 @@ class FileSource:
         self._stamps: dict[Path, Stamp] = {}
         self._parsed: dict[str, _Parsed] = {}
         self._shifts: dict[str, int] = {}
+        self._timer = timer
+        self._read_at = timer()
 
     def close(self) -> None:
         """Forget the parsed files (and the failures: the next read tries them again)."""
@@ -173,8 +182,12 @@ class FileSource:
             yield self.path
 
     def _refresh(self) -> None:
-        """Drop the cache when a file changed since it was read (a failed one included)."""
-        if self._cache is not None and any(_stamp(p) != self._stamps.get(p) for p in self._paths()):
+        """Drop the cache when a file changed since it was read (a failed one included), or
+        when one failed :data:`FAILED_RETRY` seconds ago or more."""
+        if self._cache is None:
+            return
+        retry = bool(self._failed) and self._timer() - self._read_at >= FAILED_RETRY
+        if retry or any(_stamp(p) != self._stamps.get(p) for p in self._paths()):
             self._cache = None
 
     def _series(self) -> dict[str, pd.Series]:
@@ -188,6 +201,7 @@ class FileSource:
             return self._cache
         # Stamps taken before reading: a file that changes while it is read is read again.
         self._stamps = {path: _stamp(path) for path in self._paths()}
+        self._read_at = self._timer()
         self._step = None
         out: dict[str, pd.Series] = {}
         if self.files is not None:
