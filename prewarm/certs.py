@@ -7,8 +7,9 @@ those of each shard's Service ``prewarm-serve-K`` too, and any ``--dns`` names),
 ``kubernetes.io/tls`` Secret manifest (``tls.crt``, ``tls.key``, ``ca.crt``) and a patch that
 sets the APIService's ``caBundle`` to that CA; with them a ``kustomization.yaml`` that
 installs deploy/ (the HPA-only install, without the cert-manager component) with both. So
-``prewarm certs --out install && kubectl apply -k install`` is the whole install. The
-private keys stay in ``--out`` (mode 0600): keep that folder out of version control.
+after the front-proxy ConfigMap (docs/install.md, step 1), ``kubectl apply -k install`` is
+the whole install. The private keys stay in ``--out`` (mode 0600): keep that folder out of
+version control.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from serving.shards import MAX_SHARDS
 
 SECRET = "prewarm-serve-tls"
 APISERVICE = "v1beta1.external.metrics.k8s.io"
+FRONT_PROXY_CONFIGMAP = "prewarm-front-proxy"  # deploy/components/apiservice mounts it
 # The install replaces the cluster's one APIService of the group, whoever serves it (KEDA,
 # prometheus-adapter, Datadog): this shows who does (docs/install.md, "HPA only").
 APISERVICE_CHECK = f"kubectl get apiservice {APISERVICE} -o jsonpath='{{.spec.service}}'"
@@ -365,5 +367,10 @@ def certs(out: Path, deploy: Path, days: int, shards: int, extra_names: tuple[st
         "other server (KEDA, prometheus-adapter, Datadog) answers it: this must print\n"
         'NotFound or the Service prewarm-serve (else see docs/install.md, "HPA only"):\n'
         f"  {APISERVICE_CHECK}"
+    )
+    click.echo(
+        f"Make the ConfigMap {FRONT_PROXY_CONFIGMAP} in {NAMESPACE} first (docs/install.md,\n"
+        '"HPA only", step 1): without it the serving pods cannot start, and the APIService\n'
+        "would be registered with nothing behind it."
     )
     click.echo(f"Install: kubectl apply -k {out}")
