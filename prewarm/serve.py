@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from prewarm.exit_codes import ExitCode, epilog, fail
-from prewarm.options import LOG_LEVELS, PORT, split_names, user_errors
+from prewarm.options import LOG_LEVELS, PORT, user_errors
 from serving.shards import MAX_SHARDS
 
 if TYPE_CHECKING:
@@ -163,9 +163,9 @@ def _check_addresses(settings: ServingSettings, flags: Mapping[str, Any]) -> Non
 @click.option(
     "--requestheader-allowed-names",
     default=None,
-    help="Comma-separated common names the front-proxy client certificate may have "
-    "(requestheader-allowed-names; or PREWARM_REQUESTHEADER_ALLOWED_NAMES as JSON) "
-    "[default: any the CA signed].",
+    help="Common names the front-proxy client certificate may have, comma-separated or as "
+    "the JSON list extension-apiserver-authentication holds (requestheader-allowed-names; "
+    "or PREWARM_REQUESTHEADER_ALLOWED_NAMES) [default: any the CA signed].",
 )
 @click.option(
     "--token-file",
@@ -224,7 +224,8 @@ def serve(
             "tls_key": tls_key,
             "client_ca": client_ca,
             "tls_check_interval": tls_check_interval,
-            "requestheader_allowed_names": split_names(requestheader_allowed_names),
+            # Given as text: ServingSettings reads it as it reads the variable.
+            "requestheader_allowed_names": requestheader_allowed_names,
             "token_file": token_file,
             "tracking_uri": tracking_uri,
             "log_level": log_level,

@@ -106,7 +106,8 @@ def _not_a_sqlite_store(uri: str) -> str | None:
     except OSError as exc:
         return f"cannot be read: {exc.strerror}"
     if head and head != _SQLITE_HEADER:
-        return f"is not a SQLite database (it starts with {head[:8]!r})"
+        # Its bytes are not shown: a path mistyped onto a token or key file would echo it.
+        return "is not a SQLite database (it has no SQLite header)"
     return None
 
 

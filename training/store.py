@@ -42,7 +42,7 @@ def _look_once(tracking_uri: str) -> None:
     reason = unreachable(tracking_uri)
     if reason is not None:
         logger.warning(
-            "MLflow store %r does not answer (%s): MLflow retries it up to %d times with "
+            "MLflow store %r does not answer (%s): MLflow retries it up to %s times with "
             "doubling waits before this fails (MLFLOW_HTTP_REQUEST_MAX_RETRIES, "
             "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR: about 4 minutes by default)",
             redact(tracking_uri)[:200],
@@ -74,7 +74,11 @@ def unreachable(tracking_uri: str) -> str | None:
         return f"{host}:{port}: {exc.strerror or exc}"
 
 
-def _retries() -> int:
+def _retries() -> str:
+    """MLflow's retry count, as its variable sets it (a malformed one is MLflow's to name)."""
     from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_MAX_RETRIES
 
-    return int(MLFLOW_HTTP_REQUEST_MAX_RETRIES.get())
+    try:
+        return str(int(MLFLOW_HTTP_REQUEST_MAX_RETRIES.get()))
+    except ValueError:
+        return "several"

@@ -164,6 +164,13 @@ def recording_client_certificates(protocol: type[asyncio.Protocol]) -> type[asyn
     gives each TLS connection its own copy of that mapping with the verified certificate's
     common names (None when none was presented), for :func:`client_common_names`.
 
+    A resumed TLS session is closed at once: it skipped the handshake's checks and brings
+    back the client certificate verified against the client CA of its day, which may since
+    have been replaced (the way a leaked client key is revoked). The listener issues no
+    session tickets (:meth:`~serving.api.certificates.ServingCertificate.follow`), so only
+    a TLS 1.2 session-ID resumption gets here, which the aggregator's, KEDA's and
+    Prometheus's Go clients never attempt; a client that does reconnects in full.
+
     Parameters
     ----------
     protocol : type
@@ -176,6 +183,9 @@ def recording_client_certificates(protocol: type[asyncio.Protocol]) -> type[asyn
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
             ssl_object = transport.get_extra_info("ssl_object")
+            if ssl_object is not None and ssl_object.session_reused:
+                transport.close()  # nothing read from it, nothing sent
+                return
             certificate = ssl_object.getpeercert() if ssl_object is not None else None
             names = None if not certificate else _common_names(certificate)
             self.app_state = {**self.app_state, _STATE_KEY: names}

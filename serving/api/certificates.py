@@ -187,6 +187,15 @@ class ServingCertificate:
         certificate against that pair's CA.
         """
         listener.sni_callback = self._hand_over
+        if self.verifies_clients:
+            # A resumed session skips the handshake's certificate checks and brings back the
+            # client certificate it was made with: tickets issued before a client CA change
+            # (the way a leaked client key is revoked) would let that client in for the
+            # tickets' lifetime (2 h by OpenSSL's default). Without tickets, what resumes is
+            # a TLS 1.2 session ID, which the HTTP protocol closes (auth.py). gRPC makes a
+            # context, and ticket keys, per configuration.
+            listener.options |= ssl.OP_NO_TICKET
+            listener.num_tickets = 0
         return listener
 
     def _hand_over(

@@ -367,8 +367,8 @@ class GrpcServer:
                 port = server.add_secure_port(address, _credentials(self.certificate))
             else:
                 port = server.add_insecure_port(address)
-        except RuntimeError:  # grpcio's "Failed to bind", e.g. the port is in use
-            port = 0
+        except RuntimeError as exc:  # grpcio's "Failed to bind", e.g. the port is in use
+            raise OSError(f"cannot bind the gRPC server to {address}: {str(exc)[:200]}") from None
         if port == 0:
             raise OSError(f"cannot bind the gRPC server to {address}")
         server.start()

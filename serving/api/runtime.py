@@ -86,6 +86,7 @@ class Runtime:
         metrics = ServingMetrics(
             lambda: store.current,
             model_changes=lambda: (watcher.reloads, watcher.failures),
+            rejected_versions=lambda: len(watcher.rejected_versions()),
             registry_busy=watcher.busy_for,
             tls_changes=None
             if certificate is None

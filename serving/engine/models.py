@@ -172,13 +172,16 @@ class ModelWatcher:
         The loaded version waits for :meth:`adopt` to validate it on the current data. Run by
         the poller thread; a caller that drives the watcher itself calls it directly.
         """
-        self._busy_since = self._clock()
+        started = self._busy_since = self._clock()
         try:
             version = self._lookup()
             if version is not None and self._due(version):
                 self._load(version)
         finally:
-            self._busy_since = None
+            # A look-up of a stopped poller may end while a newer one runs: it is not its
+            # to clear.
+            if self._busy_since == started:
+                self._busy_since = None
             self.looked_up.set()
 
     def busy_for(self) -> float:

@@ -235,6 +235,9 @@ class ServingMetrics:
         (``notAfter``), exported as ``prewarm_tls_certificate_expiry_timestamp_seconds``, so
         an alert fires before it expires and when a renewal was never taken; None (no TLS)
         exports nothing.
+    rejected_versions : callable or None
+        Returns how many registered versions are refused now (tried again, not served since),
+        exported as ``prewarm_model_versions_rejected``; None exports 0.
     registry_busy : callable or None
         Returns the seconds the registry call under way has run (the model watcher's
         ``busy_for``), exported as ``prewarm_registry_call_running_seconds``; None exports 0.
@@ -248,6 +251,7 @@ class ServingMetrics:
         model_changes: Callable[[], tuple[int, int]] | None = None,
         tls_changes: Callable[[], tuple[int, int]] | None = None,
         tls_expiry: Callable[[], float] | None = None,
+        rejected_versions: Callable[[], int] | None = None,
         registry_busy: Callable[[], float] | None = None,
     ) -> None:
         self.refusal_log = refusal_log or Throttle(REFUSAL_LOG_INTERVAL)
@@ -330,6 +334,12 @@ class ServingMetrics:
             ["workload"],
             registry=registry,
         )
+        Gauge(
+            "prewarm_model_versions_rejected",
+            "Registered model versions refused now (each tried again with a doubling delay "
+            "and not served since): the champion alias names one when this is above 0",
+            registry=registry,
+        ).set_function(rejected_versions or (lambda: 0))
         Gauge(
             "prewarm_registry_call_running_seconds",
             "Seconds the model registry look-up (or load) under way has run, 0 when none is: "

@@ -129,17 +129,19 @@ def test_a_certificate_two_weeks_from_expiry_alerts_and_a_renewed_one_does_not(
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(
-    ("alert", "metric", "result"),
-    [
-        ("PrewarmModelVersionRejected", "prewarm_model_reloads_total", "rejected"),
-        ("PrewarmCertificateRenewalRefused", "prewarm_tls_reloads_total", "failed"),
-    ],
-)
-def test_a_refused_version_or_renewal_alerts_for_an_hour(
-    tmp_path: Path, alert: str, metric: str, result: str
-) -> None:
-    refused = {**POD, "result": result}
+def test_a_version_refused_from_the_pod_s_start_alerts_until_it_loads(tmp_path: Path) -> None:
+    # Refused before the first scrape (the counter would start at 1: no increase), then
+    # loaded at minute 20.
+    series = [_series("prewarm_model_versions_rejected", POD, "1x19 0x10")]
+    alert = "PrewarmModelVersionRejected"
+    checks = [(alert, "0m", [_expected(alert, POD)]), (alert, "25m", [])]
+    _run(tmp_path, [_case(series, checks)])
+
+
+@pytest.mark.integration
+def test_refused_tls_files_alert_for_an_hour(tmp_path: Path) -> None:
+    alert, metric = "PrewarmCertificateRenewalRefused", "prewarm_tls_reloads_total"
+    refused = {**POD, "result": "failed"}
     series = [
         _series(metric, refused, "0x9 1x120"),  # refused once, at minute 10
         _series(metric, {**POD, "result": "loaded"}, "0 1+1x130"),  # loads alert nothing

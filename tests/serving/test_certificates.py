@@ -257,6 +257,50 @@ def _expiry(metrics: str) -> float:
     return float(value)
 
 
+def _healthz(
+    served: Served, context: ssl.SSLContext, session: ssl.SSLSession | None = None
+) -> tuple[bytes, ssl.SSLSession | None]:
+    """``GET /healthz`` on a connection of its own (resuming ``session`` if given): the
+    answer, and the session to resume later (its tickets come with the answer)."""
+    with (
+        socket.create_connection(("127.0.0.1", served.http_port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="localhost", session=session) as tls,
+    ):
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := tls.recv(4096):
+            answer += chunk
+        return answer, tls.session
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3])
+def test_a_session_from_before_a_client_ca_change_does_not_resume_past_it(
+    tmp_path: Path, old: Generation, new: Generation, version: ssl.TLSVersion
+) -> None:
+    """Changing the client CA is how a leaked client key is revoked: a client holding a
+    session ticket from before must not resume into the server with the old certificate."""
+    volume = SecretVolume(tmp_path / "tls", old.secret())
+    files = (volume.path("tls.crt"), volume.path("tls.key"), volume.path("ca.crt"))
+    context = ssl.create_default_context(
+        cadata=old.ca.certificate_pem().decode() + new.ca.certificate_pem().decode()
+    )
+    context.minimum_version = context.maximum_version = version
+    context.load_cert_chain(*old.client_files)
+    with _serving(*files) as served:
+        answer, session = _healthz(served, context)
+        assert answer.startswith(b"HTTP/1.1 200")
+        volume.update(new.secret())
+        assert served.served_serial() == new.serial  # the change is taken
+        # Without the fix: resumed, and answered 200 on the old client certificate. Now the
+        # handshake is refused (no ticket to resume: a full one, whose old certificate the
+        # new CA refuses) or, resuming a session ID, the connection is closed unanswered.
+        try:
+            answer, _ = _healthz(served, context, session)
+        except (ssl.SSLError, ConnectionError):
+            answer = b""
+        assert answer == b""
+
+
 def test_certificate_files_replaced_in_place_reach_new_connections(
     tmp_path: Path, old: Generation
 ) -> None:

@@ -226,7 +226,12 @@ def test_a_malformed_names_variable_is_named_by_serve(
     assert "EnvSettingsSource" not in result.output and "Traceback" not in result.output
 
 
-def test_serve_takes_the_names_comma_separated_and_checks_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("given", ["a, b", '["a", "b"]'], ids=["commas", "configmap-json"])
+def test_serve_takes_the_names_comma_separated_or_as_json_and_checks_them(
+    tmp_path: Path, given: str
+) -> None:
+    """The flag reads the ConfigMap's JSON as the variable does (it was split at commas
+    into the one name '["a"', '"b"]', and every aggregator request refused with 401)."""
     from click.testing import CliRunner
 
     from prewarm.cli import cli
@@ -234,7 +239,7 @@ def test_serve_takes_the_names_comma_separated_and_checks_them(tmp_path: Path) -
     config = tmp_path / "prewarm.yaml"
     config.write_text("workloads: []\n")
     result = CliRunner().invoke(
-        cli, ["serve", "--config", str(config), "--requestheader-allowed-names", "a, b"]
+        cli, ["serve", "--config", str(config), "--requestheader-allowed-names", given]
     )
     assert result.exit_code == 2, result.output
     assert "`requestheader_allowed_names` needs `client_ca`" in result.output
