@@ -98,6 +98,14 @@ def new(tmp_path_factory: pytest.TempPathFactory) -> Generation:
     return _generation("new", tmp_path_factory.mktemp("clients"))
 
 
+def _logged(caplog: pytest.LogCaptureFixture, level: int) -> list[logging.LogRecord]:
+    """The certificate's own records at ``level`` (the server's others depend on what
+    earlier tests of the process left the root logger at)."""
+    return [
+        r for r in caplog.records if r.name == "serving.api.certificates" and r.levelno == level
+    ]
+
+
 def _replace(path: Path, data: bytes) -> None:
     """Write ``path`` whole at once: a new file renamed over it (a new inode)."""
     part = path.with_name(f".{path.name}.part")
@@ -354,7 +362,7 @@ def test_a_bad_pair_keeps_the_old_certificate_and_is_counted_until_a_good_one_co
             assert served.served_serial() == old.serial
             assert served.grpc_answers(old, old)
         assert FAILED + "1.0" in served.metrics()  # once for one change, however often seen
-        (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+        (warning,) = _logged(caplog, logging.WARNING)
         assert warning.setting == setting  # type: ignore[attr-defined]
         assert warning.file == str(key if setting == "tls_key" else cert)  # type: ignore[attr-defined]
         assert reason in warning.reason  # type: ignore[attr-defined]
@@ -366,7 +374,7 @@ def test_a_bad_pair_keeps_the_old_certificate_and_is_counted_until_a_good_one_co
         assert served.grpc_answers(new, old)  # the client CA is unset: no client certificate
         metrics = served.metrics()
         assert FAILED + "1.0" in metrics and LOADED + "1.0" in metrics
-        (info,) = [r for r in caplog.records if r.levelno == logging.INFO]
+        (info,) = _logged(caplog, logging.INFO)
         assert info.not_after == new.server.certificate.not_valid_after_utc.isoformat()  # type: ignore[attr-defined]
     logged = "\n".join(str(vars(record)) for record in caplog.records)
     assert "PRIVATE KEY" not in logged
