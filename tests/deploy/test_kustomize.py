@@ -320,7 +320,13 @@ def test_install_md_checks_who_serves_the_apiservice_before_each_install_replaci
     # default install and the `prewarm certs` folder replace their APIService
     text = (ROOT / "docs" / "install.md").read_text()
     for install in ("kubectl apply -k deploy/\n", "kubectl apply -k prewarm-install\n"):
-        assert 0 <= text.find(APISERVICE_CHECK) < text.index(install), install
+        places = [m.start() for m in re.finditer(re.escape(install), text)]
+        assert places, install
+        for at in places:
+            # the check comes before this install line within its own section: a check
+            # in an earlier section does not count
+            section = text.rfind("\n## ", 0, at)
+            assert section < text.rfind(APISERVICE_CHECK, 0, at), (install, at)
     assert named(render("."), "APIService") and named(render("overlays/keda"), "APIService") == []
     # and what to do when it is KEDA's: the overlay that leaves it alone
     flowing = " ".join(text.split())
