@@ -35,24 +35,26 @@ PYTEST_WORKERS ?= 2
 pytest: $(STAMP) prometheus
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --nbmake tests notebooks
 
-# The integration tests run a real Prometheus (Debian package `prometheus`). Install it when
-# it is missing and we may (root, or sudo without a password); otherwise those tests skip,
-# or fail when PREWARM_REQUIRE_PROMETHEUS=1 (CI).
+# The integration tests run a real Prometheus (Debian package `prometheus`), and the install
+# guide's shell blocks run in zsh as well as bash (Debian package `zsh`, macOS's default
+# shell). Install what is missing when we may (root, or sudo without a password); otherwise
+# those tests skip, or fail when PREWARM_REQUIRE_TOOLS=1 (CI).
+PACKAGES := prometheus zsh
 prometheus:
-	@if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then \
+	@if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v zsh >/dev/null 2>&1; then \
 		:; \
 	elif ! command -v apt-get >/dev/null 2>&1; then \
-		echo "prometheus not found and apt-get unavailable: Prometheus integration tests will skip (fail in CI)"; \
+		echo "$(PACKAGES) not found and apt-get unavailable: their tests will skip (fail in CI)"; \
 	elif [ "$$(id -u)" = 0 ]; then \
-		echo "installing the Debian package prometheus"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null \
-			|| echo "could not install prometheus: Prometheus integration tests will skip (fail in CI)"; \
+		echo "installing the Debian packages $(PACKAGES)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PACKAGES) >/dev/null \
+			|| echo "could not install $(PACKAGES): their tests will skip (fail in CI)"; \
 	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
-		echo "installing the Debian package prometheus (sudo)"; \
-		sudo -n apt-get update -qq && sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null \
-			|| echo "could not install prometheus: Prometheus integration tests will skip (fail in CI)"; \
+		echo "installing the Debian packages $(PACKAGES) (sudo)"; \
+		sudo -n apt-get update -qq && sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PACKAGES) >/dev/null \
+			|| echo "could not install $(PACKAGES): their tests will skip (fail in CI)"; \
 	else \
-		echo "prometheus not found; run 'sudo apt-get install -y prometheus' to run its integration tests"; \
+		echo "$(PACKAGES) not all found; run 'sudo apt-get install -y $(PACKAGES)' to run their tests"; \
 	fi
 
 test: lint typecheck pytest

@@ -153,7 +153,7 @@ def _run(
     if real is None:
         pytest.fail("kubectl is needed to build the objects (kubectl create --dry-run=client)")
     if shutil.which(shell) is None:
-        pytest.skip(f"{shell} is not installed")
+        missing(f"{shell} is not installed: `sudo apt-get install -y {shell}`")
     bin_dir, temp = tmp_path / "bin", tmp_path / "tmp"
     if not bin_dir.exists():
         bin_dir.mkdir(parents=True)

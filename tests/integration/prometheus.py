@@ -10,8 +10,8 @@ Reuse from any test package::
 
 Importing the ``prometheus_factory`` fixture into a test module or ``conftest.py`` makes it
 available there. Without the Debian package ``prometheus`` the fixture skips the test with
-the install command, unless ``PREWARM_REQUIRE_PROMETHEUS=1`` (set by CI) turns the skip
-into a failure.
+the install command, unless ``PREWARM_REQUIRE_TOOLS=1`` (set by CI) turns the skip into a
+failure (tests/tools.py).
 
 History is backfilled offline into a fresh data directory before the server starts (the
 safe path: backfilling into a running server's head block is not). ``promtool`` converts
@@ -22,7 +22,6 @@ about 10,000 samples a second here, so keep histories to a few series x a few da
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import socket
 import subprocess
@@ -36,7 +35,8 @@ import pytest
 import requests
 import yaml
 
-REQUIRE_ENV = "PREWARM_REQUIRE_PROMETHEUS"
+from tests.tools import missing
+
 INSTALL_HINT = (
     "needs the Debian package `prometheus` (binaries `prometheus` and `promtool`); "
     "install it with `sudo apt-get install -y prometheus`"
@@ -139,13 +139,10 @@ def find_binaries() -> Binaries | None:
 
 
 def require_binaries() -> Binaries:
-    """The binaries, or skip the test (fail it when ``PREWARM_REQUIRE_PROMETHEUS=1``)."""
+    """The binaries, or skip the test (fail it when ``PREWARM_REQUIRE_TOOLS=1``)."""
     binaries = find_binaries()
     if binaries is None:
-        message = f"this test {INSTALL_HINT}"
-        if os.environ.get(REQUIRE_ENV, "") not in ("", "0"):
-            pytest.fail(f"{message} ({REQUIRE_ENV} is set, so it may not skip)", pytrace=False)
-        pytest.skip(message)
+        missing(f"this test {INSTALL_HINT}")
     return binaries
 
 
