@@ -266,10 +266,11 @@ def _load(files: _Files) -> CertificatePair:
     _check_key("tls_key", files, key, chain[0])
     if files.client_ca is not None and client_ca is not None:
         _certificates("client_ca", files.client_ca, client_ca)
-    # OpenSSL takes files, not bytes, so the context reads them once more. Should they
-    # change in between, the context and the bytes each still hold a checked set, and the
-    # stamps, taken before the first read, make the next look load both again.
-    context = _context(files)
+    # OpenSSL takes the pair from files, not bytes, so it reads them once more (and checks
+    # they match). Should they change in between, the context and the bytes each still hold
+    # a matching pair, and the stamps, taken before the first read, make the next look load
+    # both again. The CA it takes as the bytes checked here.
+    context = _context(files, client_ca)
     return CertificatePair(certificate, key, client_ca, chain[0].not_valid_after_utc, context)
 
 
@@ -296,7 +297,7 @@ def _check_key(setting: str, files: _Files, pem: bytes, certificate: x509.Certif
         )
 
 
-def _context(files: _Files) -> ssl.SSLContext:
+def _context(files: _Files, client_ca: bytes | None) -> ssl.SSLContext:
     """A TLS server context of the files, as OpenSSL reads them.
 
     It takes the settings :func:`serving.api.app.uvicorn_config` gives the listener: a client
@@ -309,10 +310,10 @@ def _context(files: _Files) -> ssl.SSLContext:
         context.load_cert_chain(files.cert, files.key)
     except (ssl.SSLError, OSError) as exc:
         raise CertificateFileError("tls_cert", files.cert, _openssl_refusal(exc)) from None
-    if files.client_ca is not None:
+    if files.client_ca is not None and client_ca is not None:
         context.verify_mode = ssl.CERT_OPTIONAL
         try:
-            context.load_verify_locations(files.client_ca)
+            context.load_verify_locations(cadata=client_ca.decode("ascii", "replace"))
         except (ssl.SSLError, OSError) as exc:
             raise CertificateFileError(
                 "client_ca", files.client_ca, _openssl_refusal(exc)

@@ -269,8 +269,12 @@ def _tls_listener(secret: dict[str, Any], folder: Path) -> Iterator[tuple[int, P
     try:
         yield listener.getsockname()[1], folder / "ca.crt"
     finally:
+        # close() alone leaves accept() blocked in the thread until its timeout; shutdown()
+        # ends it at once (Linux).
+        listener.shutdown(socket.SHUT_RDWR)
         listener.close()
         thread.join(timeout=10)
+        assert not thread.is_alive()
 
 
 @pytest.fixture()
