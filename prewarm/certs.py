@@ -182,9 +182,7 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def secret_manifest(
-    ca: Issued, pair: Issued, namespace: str, name: str = SECRET
-) -> dict[str, Any]:
+def secret_manifest(ca: Issued, pair: Issued, namespace: str, name: str = SECRET) -> dict[str, Any]:
     """The ``kubernetes.io/tls`` Secret ``name`` of ``pair`` (with the CA, as cert-manager
     writes it): by default the one the serving pods mount."""
     return {
@@ -253,7 +251,7 @@ KINDS: dict[str, Kind] = {
         document=client_secret_manifest,
         patch=False,
         first=(
-            f"Make the Secret {TOKEN_SECRET} in {NAMESPACE} first (docs/install.md, \"With\n"
+            f'Make the Secret {TOKEN_SECRET} in {NAMESPACE} first (docs/install.md, "With\n'
             'KEDA"): without it the serving pods cannot start. KEDA keeps the APIService.'
         ),
         then=(

@@ -353,6 +353,75 @@ def test_keda_install_leaves_the_apiservice_to_keda_and_authenticates_keda() -> 
     assert "client auth" in client["usages"] and "server auth" not in client["usages"]
 
 
+# What the KEDA overlay adds to deploy/base, written out: deploy/components/keda (shared
+# with the folder `prewarm certs --kind keda` writes) and cert-manager's certificates.
+KEDA_SERVE_ADDITIONS = {
+    "args": ["--client-ca=/etc/prewarm/tls/ca.crt"],
+    "env": [{"name": "PREWARM_TOKEN_FILE", "value": "/etc/prewarm/token/token"}],
+    "volumeMounts": [{"name": "token", "mountPath": "/etc/prewarm/token", "readOnly": True}],
+}
+KEDA_SERVE_VOLUME = {
+    "name": "token",
+    "secret": {"secretName": "prewarm-serve-token", "defaultMode": 0o400},
+}
+KEDA_NETWORK_POLICY = {
+    "apiVersion": "networking.k8s.io/v1",
+    "kind": "NetworkPolicy",
+    "metadata": {"name": "prewarm-serve-keda", "namespace": "prewarm"},
+    "spec": {
+        "podSelector": {"matchLabels": SERVE},
+        "policyTypes": ["Ingress"],
+        "ingress": [
+            {
+                "from": [
+                    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}}}
+                ],
+                "ports": [{"port": 8443, "protocol": "TCP"}, {"port": 9000, "protocol": "TCP"}],
+            }
+        ],
+    },
+}
+
+
+def _key(obj: Object) -> tuple[str, str]:
+    return obj["kind"], obj["metadata"]["name"]
+
+
+def test_the_keda_overlay_is_the_base_with_keda_s_access_and_its_certificates() -> None:
+    # Pins the overlay's render in substance, whatever components it is made of: deploy/base
+    # with the serving Deployment patched for KEDA and the NetworkPolicy for KEDA, plus
+    # cert-manager's objects (the HPA overlay's) and the gRPC client's Certificate.
+    base = {_key(o): o for o in kustomize(DEPLOY / "base")}
+    serve = base[("Deployment", "prewarm-serve")]
+    pod = serve["spec"]["template"]["spec"]
+    main = pod["containers"][0]
+    for field, added in KEDA_SERVE_ADDITIONS.items():
+        main[field] = main[field] + added
+    pod["volumes"] = pod["volumes"] + [KEDA_SERVE_VOLUME]
+    cert_manager = {
+        _key(o): o for o in render("overlays/hpa") if o["apiVersion"].startswith("cert-manager.io")
+    }
+    client = {
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": {"name": "prewarm-grpc-client", "namespace": "prewarm"},
+        "spec": {
+            "secretName": "prewarm-grpc-client",
+            "commonName": "keda",
+            "duration": "2160h",
+            "renewBefore": "720h",
+            "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+            "usages": ["client auth", "digital signature", "key encipherment"],
+            "issuerRef": {"name": "prewarm-ca", "kind": "Issuer"},
+        },
+    }
+    expected = base | cert_manager | {_key(client): client}
+    expected[_key(KEDA_NETWORK_POLICY)] = KEDA_NETWORK_POLICY
+    rendered = render("overlays/keda")
+    assert len(rendered) == len(expected)
+    assert {_key(o): o for o in rendered} == expected
+
+
 @pytest.mark.parametrize("install", ["overlays/hpa", "overlays/keda"])
 def test_the_prometheus_operator_component_scrapes_serving_over_verified_https(
     install: str, tmp_path: Path
