@@ -1,15 +1,22 @@
-"""``prewarm certs``: the serving certificate without cert-manager.
+"""``prewarm certs``: the install's certificates without cert-manager.
 
 Writes a self-signed CA and a serving certificate it signs, for the names the APIService,
 KEDA and the kubelet use to reach ``prewarm-serve`` (``<service>``, ``<service>.<namespace>``,
 ``<service>.<namespace>.svc``, ``<service>.<namespace>.svc.cluster.local``; with ``--shards N``
 those of each shard's Service ``prewarm-serve-K`` too, and any ``--dns`` names), as a
-``kubernetes.io/tls`` Secret manifest (``tls.crt``, ``tls.key``, ``ca.crt``) and a patch that
-sets the APIService's ``caBundle`` to that CA; with them a ``kustomization.yaml`` that
-installs deploy/ (the HPA-only install, without the cert-manager component) with both. So
-after the front-proxy ConfigMap (docs/install.md, step 1), ``kubectl apply -k install`` is
-the whole install. The private keys stay in ``--out`` (mode 0600): keep that folder out of
-version control.
+``kubernetes.io/tls`` Secret manifest (``tls.crt``, ``tls.key``, ``ca.crt``, as cert-manager
+writes it), and a ``kustomization.yaml`` installing deploy/base with it. What else depends on
+``--kind`` (:data:`KINDS`):
+
+- ``hpa``: a patch setting the APIService's ``caBundle`` to that CA, and the APIService
+  component (the HPA-only install without cert-manager). After the front-proxy ConfigMap
+  (docs/install.md, step 1), ``kubectl apply -k install`` is the whole install.
+- ``keda``: the Secret ``prewarm-grpc-client``, a client certificate of the same CA for
+  KEDA's gRPC scaler (what deploy/overlays/keda has cert-manager issue), and the KEDA
+  component (no APIService: KEDA owns it). After the token Secret (docs/install.md, "With
+  KEDA"), ``kubectl apply -k install`` is the whole install.
+
+The private keys stay in ``--out`` (mode 0600): keep that folder out of version control.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import base64
 import datetime as dt
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +38,11 @@ from prewarm.services import NAMESPACE, SERVICE, fleet_services, host, service_n
 from serving.shards import MAX_SHARDS
 
 SECRET = "prewarm-serve-tls"
+# KEDA's gRPC scaler's client certificate: the name deploy/overlays/keda's Certificate
+# gives it, which docs/install.md's copy into the workload namespaces reads.
+CLIENT_SECRET = "prewarm-grpc-client"
+CLIENT_NAME = "keda"
+TOKEN_SECRET = "prewarm-serve-token"  # deploy/components/keda mounts it
 APISERVICE = "v1beta1.external.metrics.k8s.io"
 FRONT_PROXY_CONFIGMAP = "prewarm-front-proxy"  # deploy/components/apiservice mounts it
 # The install replaces the cluster's one APIService of the group, whoever serves it (KEDA,
@@ -39,6 +51,7 @@ APISERVICE_CHECK = f"kubectl get apiservice {APISERVICE} -o jsonpath='{{.spec.se
 # Written by this command, read by kubectl; the names the kustomization lists.
 SECRET_FILE = "serving-tls.yaml"
 PATCH_FILE = "apiservice-cabundle.yaml"
+CLIENT_FILE = "grpc-client-tls.yaml"
 KUSTOMIZATION = "kustomization.yaml"
 # Certificates start an hour early: a node whose clock lags still accepts them.
 CLOCK_SKEW = dt.timedelta(hours=1)
@@ -169,17 +182,17 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def secret_manifest(ca: Issued, server: Issued, namespace: str) -> dict[str, Any]:
-    """The ``kubernetes.io/tls`` Secret the serving pods mount (with the CA, as cert-manager
-    writes it)."""
+def secret_manifest(ca: Issued, pair: Issued, namespace: str, name: str = SECRET) -> dict[str, Any]:
+    """The ``kubernetes.io/tls`` Secret ``name`` of ``pair`` (with the CA, as cert-manager
+    writes it): by default the one the serving pods mount."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": SECRET, "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace},
         "type": "kubernetes.io/tls",
         "data": {
-            "tls.crt": _b64(server.certificate_pem()),
-            "tls.key": _b64(server.key_pem()),
+            "tls.crt": _b64(pair.certificate_pem()),
+            "tls.key": _b64(pair.key_pem()),
             "ca.crt": _b64(ca.certificate_pem()),
         },
     }
@@ -195,17 +208,79 @@ def cabundle_patch(ca: Issued) -> dict[str, Any]:
     }
 
 
-def kustomization(deploy: Path, out: Path, namespace: str) -> dict[str, Any]:
-    """An install of ``deploy``'s base and APIService component with these certificates."""
+def client_secret_manifest(ca: Issued, now: dt.datetime, days: int) -> dict[str, Any]:
+    """The Secret :data:`CLIENT_SECRET`: a new client certificate signed by ``ca`` for KEDA's
+    gRPC scaler, valid ``days`` days, with ``ca`` as its ``ca.crt``."""
+    client = issue(ca, CLIENT_NAME, now, client=True, days=days)
+    return secret_manifest(ca, client, NAMESPACE, CLIENT_SECRET)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What one ``--kind`` of install adds to the serving Secret: a file of its own and the
+    deploy/ component that uses it."""
+
+    component: str  # under deploy/components
+    file: str  # written beside the Secret
+    document: Callable[[Issued, dt.datetime, int], dict[str, Any]]  # (CA, now, days) -> it
+    patch: bool  # the file patches an object of the component, not a resource of its own
+    # What to do before `kubectl apply -k` (and after it, ``then``), as printed.
+    first: str
+    then: str = ""
+
+
+KINDS: dict[str, Kind] = {
+    "hpa": Kind(
+        component="apiservice",
+        file=PATCH_FILE,
+        document=lambda ca, _now, _days: cabundle_patch(ca),
+        patch=True,
+        first=(
+            f"The install replaces the cluster's APIService {APISERVICE}. First check that no\n"
+            "other server (KEDA, prometheus-adapter, Datadog) answers it: this must print\n"
+            'NotFound or the Service prewarm-serve (else see docs/install.md, "HPA only"):\n'
+            f"  {APISERVICE_CHECK}\n"
+            f"Make the ConfigMap {FRONT_PROXY_CONFIGMAP} in {NAMESPACE} first (docs/install.md,\n"
+            '"HPA only", step 1): without it the serving pods cannot start, and the APIService\n'
+            "would be registered with nothing behind it."
+        ),
+    ),
+    "keda": Kind(
+        component="keda",
+        file=CLIENT_FILE,
+        document=client_secret_manifest,
+        patch=False,
+        first=(
+            f'Make the Secret {TOKEN_SECRET} in {NAMESPACE} first (docs/install.md, "With\n'
+            'KEDA"): without it the serving pods cannot start. KEDA keeps the APIService.'
+        ),
+        then=(
+            'Then copy the Secrets into each workload namespace as docs/install.md ("With\n'
+            f'KEDA") says ({TOKEN_SECRET} with ca.crt of {SECRET}, and {CLIENT_SECRET}),\n'
+            "leaving out its `kubectl wait` lines: there is no Certificate to wait for here.\n"
+            "Copy them again after each run of this command: each run makes a new CA."
+        ),
+    ),
+}
+
+
+def kustomization(deploy: Path, out: Path, namespace: str, kind: str = "hpa") -> dict[str, Any]:
+    """An install of ``deploy``'s base and the component of ``kind`` (:data:`KINDS`) with
+    these certificates."""
     base = Path(os.path.relpath(deploy.resolve(), out.resolve()))
-    return {
+    install = KINDS[kind]
+    document: dict[str, Any] = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "namespace": namespace,
         "resources": [str(base / "base"), SECRET_FILE],
-        "components": [str(base / "components" / "apiservice")],
-        "patches": [{"path": PATCH_FILE}],
+        "components": [str(base / "components" / install.component)],
     }
+    if install.patch:
+        document["patches"] = [{"path": install.file}]
+    else:
+        document["resources"].append(install.file)
+    return document
 
 
 def dns_name(name: str) -> str:
@@ -254,8 +329,10 @@ def write_install(
     *,
     shards: int = 1,
     extra_names: Sequence[str] = (),
+    kind: str = "hpa",
 ) -> list[str]:
-    """Write the Secret, the caBundle patch and the kustomization into ``out``; return the
+    """Write the serving Secret, the file of ``kind`` (:data:`KINDS`: the caBundle patch, or
+    the gRPC client's Secret) and the kustomization into ``out``; return the serving
     certificate's DNS names (:func:`certificate_names` of ``shards`` and ``extra_names``).
 
     Raises
@@ -278,15 +355,16 @@ def write_install(
         )
     ca = new_ca(f"{SERVICE}.{NAMESPACE} CA", now)
     server = issue(ca, host(SERVICE), now, dns_names=names, days=days)
+    install = KINDS[kind]
     documents = {
         SECRET_FILE: secret_manifest(ca, server, NAMESPACE),
-        PATCH_FILE: cabundle_patch(ca),
-        KUSTOMIZATION: kustomization(deploy, out, NAMESPACE),
+        install.file: install.document(ca, now, days),
+        KUSTOMIZATION: kustomization(deploy, out, NAMESPACE, kind),
     }
     out.mkdir(parents=True, exist_ok=True)
     for name, document in documents.items():
         path = out / name
-        # The Secret holds the serving key: readable by its owner only from the first byte
+        # The Secrets hold private keys: readable by its owner only from the first byte
         # on (and the mode is reset should the file exist already).
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as file:
@@ -306,21 +384,33 @@ def write_install(
     "--out",
     type=OutputFolder(),
     required=True,
-    help="Folder for the Secret, the caBundle patch and their kustomization.yaml.",
+    help="Folder for the Secrets (or the Secret and the caBundle patch) and their "
+    "kustomization.yaml.",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(list(KINDS)),
+    default="hpa",
+    show_default=True,
+    help="hpa: prewarm registers the external metrics APIService (its caBundle patched in). "
+    "keda: KEDA owns it and calls prewarm; adds the Secret prewarm-grpc-client, a client "
+    "certificate of the same CA for KEDA's gRPC scaler.",
 )
 @click.option(
     "--deploy",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("deploy"),
     show_default=True,
-    help="prewarm's deploy/ folder (the kustomization installs its base and APIService).",
+    help="prewarm's deploy/ folder (the kustomization installs its base and the component "
+    "of --kind).",
 )
 @click.option(
     "--days",
     type=click.IntRange(1, 3650),
     default=365,
     show_default=True,
-    help="Validity of the serving certificate (the CA's: 10 years). Run again to renew.",
+    help="Validity of the serving (and client) certificate (the CA's: 10 years). Run again "
+    "to renew.",
 )
 @click.option(
     "--shards",
@@ -338,9 +428,12 @@ def write_install(
     help="Another DNS name for the certificate, e.g. a gateway's host ('*.' before a "
     "wildcard); repeat for more.",
 )
-def certs(out: Path, deploy: Path, days: int, shards: int, extra_names: tuple[str, ...]) -> None:
-    """Write a self-signed CA and serving certificate as a Secret, the APIService caBundle
-    patch and a kustomization installing deploy/ with them (no cert-manager needed)."""
+def certs(
+    out: Path, kind: str, deploy: Path, days: int, shards: int, extra_names: tuple[str, ...]
+) -> None:
+    """Write a self-signed CA and serving certificate as a Secret, with the APIService
+    caBundle patch (--kind hpa) or KEDA's gRPC client certificate as a Secret (--kind keda),
+    and a kustomization installing deploy/ with them (no cert-manager needed)."""
     with user_errors():
         try:
             names = write_install(
@@ -350,10 +443,12 @@ def certs(out: Path, deploy: Path, days: int, shards: int, extra_names: tuple[st
                 days=days,
                 shards=shards,
                 extra_names=extra_names,
+                kind=kind,
             )
         except OSError as exc:
             fail(f"`--out` {str(out)[:100]!r}: {exc.strerror or exc}", ExitCode.FAILURE)
-    click.echo(f"Wrote {out / SECRET_FILE}, {out / PATCH_FILE}, {out / KUSTOMIZATION}")
+    install = KINDS[kind]
+    click.echo(f"Wrote {out / SECRET_FILE}, {out / install.file}, {out / KUSTOMIZATION}")
     services = fleet_services(shards)
     fleet = SERVICE if shards == 1 else f"{SERVICE} and {services[1]} to {services[-1]}"
     extra = len(names) - len(services) * len(service_names(SERVICE))
@@ -362,15 +457,7 @@ def certs(out: Path, deploy: Path, days: int, shards: int, extra_names: tuple[st
         f".{NAMESPACE}.svc and .{NAMESPACE}.svc.cluster.local)"
         + (f" and {extra} name(s) of --dns" if extra else "")
     )
-    click.echo(
-        f"The install replaces the cluster's APIService {APISERVICE}. First check that no\n"
-        "other server (KEDA, prometheus-adapter, Datadog) answers it: this must print\n"
-        'NotFound or the Service prewarm-serve (else see docs/install.md, "HPA only"):\n'
-        f"  {APISERVICE_CHECK}"
-    )
-    click.echo(
-        f"Make the ConfigMap {FRONT_PROXY_CONFIGMAP} in {NAMESPACE} first (docs/install.md,\n"
-        '"HPA only", step 1): without it the serving pods cannot start, and the APIService\n'
-        "would be registered with nothing behind it."
-    )
+    click.echo(install.first)
     click.echo(f"Install: kubectl apply -k {out}")
+    if install.then:
+        click.echo(install.then)

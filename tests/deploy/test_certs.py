@@ -26,9 +26,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from prewarm.certs import (
     APISERVICE_CHECK,
+    CLIENT_FILE,
     KUSTOMIZATION,
     PATCH_FILE,
     SECRET_FILE,
@@ -39,10 +41,12 @@ from prewarm.manifests import Policies, render
 from prewarm.services import service_names
 from serving.shards import shard_of
 from tests.deploy.rendered import DEPLOY, ROOT, container, kustomize, one, pod_spec
+from tests.deploy.rendered import render as render_install
 from training.config import parse_config
 
 SERVICE_NAMES = service_names("prewarm-serve", "prewarm")
 SHARDS = 4
+CERT_MANAGER = "cert-manager.io"
 
 
 @pytest.fixture(scope="module")
@@ -242,13 +246,20 @@ def test_a_bad_shard_count_or_dns_name_exits_2_naming_the_flag(
 
 
 @contextmanager
-def _tls_listener(secret: dict[str, Any], folder: Path) -> Iterator[tuple[int, Path]]:
-    """A TLS listener on 127.0.0.1 with ``secret``'s key pair; yields (port, CA file)."""
+def _tls_listener(
+    secret: dict[str, Any], folder: Path, *, client_certificates: bool = False
+) -> Iterator[tuple[int, Path]]:
+    """A TLS listener on 127.0.0.1 with ``secret``'s key pair; yields (port, CA file). With
+    ``client_certificates`` it requires a client certificate signed by ``secret``'s CA, as
+    serving does with ``--client-ca`` set to that ``ca.crt`` (deploy/components/keda)."""
     (folder / "tls.crt").write_bytes(_pem(secret, "tls.crt"))
     (folder / "tls.key").write_bytes(_pem(secret, "tls.key"))
     (folder / "ca.crt").write_bytes(_pem(secret, "ca.crt"))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(folder / "tls.crt", folder / "tls.key")
+    if client_certificates:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(folder / "ca.crt")
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(30)
 
@@ -341,3 +352,120 @@ def test_an_unwritable_folder_exits_1_without_a_traceback(tmp_path: Path) -> Non
 def test_help_lists_the_exit_codes() -> None:
     text = CliRunner().invoke(cli, ["certs", "--help"]).output
     assert "Exit codes:" in text and "  1  a file could not be written" in text
+
+
+@pytest.fixture(scope="module")
+def keda_install(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("certs") / "keda"
+    result = CliRunner().invoke(
+        cli, ["certs", "--kind", "keda", "--out", str(out), "--deploy", str(DEPLOY)]
+    )
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def test_the_keda_folder_prints_the_keda_steps(keda_install: tuple[Path, str]) -> None:
+    out, output = keda_install
+    assert f"Wrote {out / SECRET_FILE}, {out / CLIENT_FILE}, {out / KUSTOMIZATION}" in output
+    # KEDA keeps the APIService: nothing to check about who serves it
+    assert APISERVICE_CHECK not in output and "prewarm-front-proxy" not in output
+    install = output.index(f"Install: kubectl apply -k {out}")
+    # the token Secret the serving pods mount is made before the install, the Secrets are
+    # copied to the workloads after it
+    assert 0 <= output.find("Secret prewarm-serve-token") < install
+    assert install < output.find("prewarm-grpc-client") and "new CA" in output[install:]
+
+
+def test_the_keda_folder_is_the_keda_overlay_with_secrets_for_cert_manager(
+    keda_install: tuple[Path, str],
+) -> None:
+    objects = kustomize(keda_install[0])
+    for obj in objects:  # no custom resource here: no cert-manager
+        kubernetes_validate.validate(obj, kubernetes_validate.latest_version(), strict=True)
+    # Everything of deploy/overlays/keda but what cert-manager makes, exactly (the serving
+    # patches and KEDA's NetworkPolicy: deploy/components/keda), and in place of
+    # cert-manager's Issuers and Certificates the two Secrets they would have written.
+    overlay = [
+        o for o in render_install("overlays/keda") if not o["apiVersion"].startswith(CERT_MANAGER)
+    ]
+    secrets = [o for o in objects if o["kind"] == "Secret"]
+    assert [o for o in objects if o["kind"] != "Secret"] == overlay
+    assert {s["metadata"]["name"] for s in secrets} == {"prewarm-serve-tls", "prewarm-grpc-client"}
+    for secret in secrets:
+        assert secret["type"] == "kubernetes.io/tls"
+        assert secret["metadata"]["namespace"] == "prewarm"
+        assert set(secret["data"]) == {"tls.crt", "tls.key", "ca.crt"}  # as cert-manager's
+    assert not [o for o in objects if o["kind"] == "APIService"]
+    assert not [o for o in objects if o["apiVersion"].startswith(CERT_MANAGER)]
+    serve = one(objects, "Deployment", "prewarm-serve")
+    volumes = {v["name"]: v for v in pod_spec(serve)["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"] == "prewarm-serve-tls"
+    assert volumes["token"]["secret"]["secretName"] == "prewarm-serve-token"
+    assert "--client-ca=/etc/prewarm/tls/ca.crt" in container(serve)["args"]
+
+
+def test_the_keda_client_certificate_is_for_client_auth_from_the_serving_ca(
+    keda_install: tuple[Path, str],
+) -> None:
+    objects = kustomize(keda_install[0])
+    serving = one(objects, "Secret", "prewarm-serve-tls")
+    client = one(objects, "Secret", "prewarm-grpc-client")
+    assert _pem(client, "ca.crt") == _pem(serving, "ca.crt")
+    ca = x509.load_pem_x509_certificate(_pem(serving, "ca.crt"))
+    certificate = x509.load_pem_x509_certificate(_pem(client, "tls.crt"))
+    certificate.verify_directly_issued_by(ca)
+    usages = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(usages) == [x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]
+    (cn,) = certificate.subject.get_attributes_for_oid(x509.oid.NameOID.COMMON_NAME)
+    assert cn.value == "keda"  # as deploy/overlays/keda/grpc-client.yaml's commonName
+    # the key is the certificate's
+    key = serialization.load_pem_private_key(_pem(client, "tls.key"), password=None)
+    assert key.public_key() == certificate.public_key()
+
+
+def test_serving_s_tls_accepts_the_keda_client_certificate_and_refuses_none(
+    keda_install: tuple[Path, str], tmp_path: Path
+) -> None:
+    objects = kustomize(keda_install[0])
+    client = one(objects, "Secret", "prewarm-grpc-client")
+    (tmp_path / "client.crt").write_bytes(_pem(client, "tls.crt"))
+    (tmp_path / "client.key").write_bytes(_pem(client, "tls.key"))
+    server = tmp_path / "server"
+    server.mkdir()
+    serving = one(objects, "Secret", "prewarm-serve-tls")
+    with _tls_listener(serving, server, client_certificates=True) as (port, ca):
+        # KEDA's scaler trusts the client Secret's ca.crt, as its TriggerAuthentication says
+        (tmp_path / "ca.crt").write_bytes(_pem(client, "ca.crt"))
+        context = ssl.create_default_context(cafile=tmp_path / "ca.crt")
+        context.load_cert_chain(tmp_path / "client.crt", tmp_path / "client.key")
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname="prewarm-serve.prewarm.svc") as tls,
+        ):
+            assert tls.recv(2) == b"ok"
+        # Without a client certificate: refused (under TLS 1.3 the client learns it on its
+        # first read, as the server's alert)
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+            pytest.raises(ssl.SSLError),
+            ssl.create_default_context(cafile=ca).wrap_socket(
+                raw, server_hostname="prewarm-serve.prewarm.svc"
+            ) as tls,
+        ):
+            tls.recv(2)
+
+
+def test_the_keda_keys_are_readable_by_their_owner_only(keda_install: tuple[Path, str]) -> None:
+    for name in (SECRET_FILE, CLIENT_FILE, KUSTOMIZATION):
+        assert stat.S_IMODE((keda_install[0] / name).stat().st_mode) == 0o600, name
+    assert not (keda_install[0] / PATCH_FILE).exists()
+
+
+def test_a_bad_kind_exits_2_naming_the_flag(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["certs", "--kind", "vpa", "--out", str(out), "--deploy", str(DEPLOY)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--kind'" in result.output and "'hpa', 'keda'" in result.output
+    assert not out.exists()

@@ -323,10 +323,17 @@ def test_install_md_checks_who_serves_the_apiservice_before_each_install_replaci
         places = [m.start() for m in re.finditer(re.escape(install), text)]
         assert places, install
         for at in places:
+            # the folder of `prewarm certs --kind keda` registers no APIService: nothing to
+            # check before it, and none is checked between writing it and applying it
+            written = text.rfind("prewarm certs ", 0, at)
+            if text[written : text.index("\n", written)].split()[2:4] == ["--kind", "keda"]:
+                assert APISERVICE_CHECK not in text[written:at], at
+                continue
             # the check comes before this install line within its own section: a check
             # in an earlier section does not count
             section = text.rfind("\n## ", 0, at)
             assert section < text.rfind(APISERVICE_CHECK, 0, at), (install, at)
+    assert re.search(r"^prewarm certs --kind keda --out prewarm-install ", text, re.MULTILINE)
     assert named(render("."), "APIService") and named(render("overlays/keda"), "APIService") == []
     # and what to do when it is KEDA's: the overlay that leaves it alone
     flowing = " ".join(text.split())
@@ -351,6 +358,75 @@ def test_keda_install_leaves_the_apiservice_to_keda_and_authenticates_keda() -> 
     client = one(objects, "Certificate", "prewarm-grpc-client")["spec"]
     assert client["issuerRef"] == serving["spec"]["issuerRef"]
     assert "client auth" in client["usages"] and "server auth" not in client["usages"]
+
+
+# What the KEDA overlay adds to deploy/base, written out: deploy/components/keda (shared
+# with the folder `prewarm certs --kind keda` writes) and cert-manager's certificates.
+KEDA_SERVE_ADDITIONS = {
+    "args": ["--client-ca=/etc/prewarm/tls/ca.crt"],
+    "env": [{"name": "PREWARM_TOKEN_FILE", "value": "/etc/prewarm/token/token"}],
+    "volumeMounts": [{"name": "token", "mountPath": "/etc/prewarm/token", "readOnly": True}],
+}
+KEDA_SERVE_VOLUME = {
+    "name": "token",
+    "secret": {"secretName": "prewarm-serve-token", "defaultMode": 0o400},
+}
+KEDA_NETWORK_POLICY = {
+    "apiVersion": "networking.k8s.io/v1",
+    "kind": "NetworkPolicy",
+    "metadata": {"name": "prewarm-serve-keda", "namespace": "prewarm"},
+    "spec": {
+        "podSelector": {"matchLabels": SERVE},
+        "policyTypes": ["Ingress"],
+        "ingress": [
+            {
+                "from": [
+                    {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}}}
+                ],
+                "ports": [{"port": 8443, "protocol": "TCP"}, {"port": 9000, "protocol": "TCP"}],
+            }
+        ],
+    },
+}
+
+
+def _key(obj: Object) -> tuple[str, str]:
+    return obj["kind"], obj["metadata"]["name"]
+
+
+def test_the_keda_overlay_is_the_base_with_keda_s_access_and_its_certificates() -> None:
+    # Pins the overlay's render in substance, whatever components it is made of: deploy/base
+    # with the serving Deployment patched for KEDA and the NetworkPolicy for KEDA, plus
+    # cert-manager's objects (the HPA overlay's) and the gRPC client's Certificate.
+    base = {_key(o): o for o in kustomize(DEPLOY / "base")}
+    serve = base[("Deployment", "prewarm-serve")]
+    pod = serve["spec"]["template"]["spec"]
+    main = pod["containers"][0]
+    for field, added in KEDA_SERVE_ADDITIONS.items():
+        main[field] = main[field] + added
+    pod["volumes"] = pod["volumes"] + [KEDA_SERVE_VOLUME]
+    cert_manager = {
+        _key(o): o for o in render("overlays/hpa") if o["apiVersion"].startswith("cert-manager.io")
+    }
+    client = {
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": {"name": "prewarm-grpc-client", "namespace": "prewarm"},
+        "spec": {
+            "secretName": "prewarm-grpc-client",
+            "commonName": "keda",
+            "duration": "2160h",
+            "renewBefore": "720h",
+            "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+            "usages": ["client auth", "digital signature", "key encipherment"],
+            "issuerRef": {"name": "prewarm-ca", "kind": "Issuer"},
+        },
+    }
+    expected = base | cert_manager | {_key(client): client}
+    expected[_key(KEDA_NETWORK_POLICY)] = KEDA_NETWORK_POLICY
+    rendered = render("overlays/keda")
+    assert len(rendered) == len(expected)
+    assert {_key(o): o for o in rendered} == expected
 
 
 @pytest.mark.parametrize("install", ["overlays/hpa", "overlays/keda"])
