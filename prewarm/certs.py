@@ -256,8 +256,7 @@ KINDS: dict[str, Kind] = {
         ),
         then=(
             'Then copy the Secrets into each workload namespace as docs/install.md ("With\n'
-            f'KEDA") says ({TOKEN_SECRET} with ca.crt of {SECRET}, and {CLIENT_SECRET}),\n'
-            "leaving out its `kubectl wait` lines: there is no Certificate to wait for here.\n"
+            f'KEDA") says ({TOKEN_SECRET} with ca.crt of {SECRET}, and {CLIENT_SECRET}).\n'
             "Copy them again after each run of this command: each run makes a new CA."
         ),
     ),

@@ -30,7 +30,9 @@ SERVING_MD = ROOT / "docs" / "serving.md"
 # arguments. `get secret|configmap S -o jsonpath={.data.K}` answers "S/K value" (a Secret's
 # base64-encoded; KUBECTL_GENERATION, when set, is appended, as after a renewal), fails as
 # NotFound when S is in KUBECTL_MISSING, and answers nothing (as kubectl does for a missing
-# key) when "S/K" is. `wait` fails as a timeout when its object is in KUBECTL_UNISSUED.
+# key) when "S/K" is; `get ... -o name` names an object that is not missing. `wait` fails as
+# a timeout when its object is in KUBECTL_UNISSUED, and on every Certificate when
+# KUBECTL_NO_CERT_MANAGER is set (a cluster without cert-manager's kinds).
 # `create` runs the real kubectl client-side (it builds the object without a cluster) and
 # records the mode of each file it read: with --dry-run=client it prints the object, without
 # it stores the object, refusing one that exists, as kubectl does. `apply -f -` stores the
@@ -75,6 +77,9 @@ if verb == "get" and args[1] in ("secret", "configmap"):
     name = args[2]
     if name in missing:
         sys.exit(f'Error from server (NotFound): {args[1]}s "{name}" not found')
+    if args[3:] == ["-o", "name"]:
+        print(f"{args[1]}/{name}")
+        sys.exit(0)
     path = next(a for a in args if a.startswith("jsonpath="))
     key = path.removeprefix("jsonpath={.data.").removesuffix("}").replace("\\\\.", ".")
     if f"{name}/{key}" not in missing:
@@ -83,6 +88,8 @@ if verb == "get" and args[1] in ("secret", "configmap"):
             value = base64.b64encode(value.encode()).decode()
         sys.stdout.write(value)
 elif verb == "wait":
+    if os.environ.get("KUBECTL_NO_CERT_MANAGER"):
+        sys.exit('error: the server doesn\\'t have a resource type "certificate"')
     for what in args:
         if what.partition("/")[2] in unissued:
             sys.exit(f"error: timed out waiting for the condition on {what}")
@@ -146,6 +153,7 @@ def _run(
     missing: tuple[str, ...] = (),
     unissued: tuple[str, ...] = (),
     generation: str = "",
+    cert_manager: bool = True,
 ) -> Run:
     """``block`` under ``shell`` with the stand-in kubectl. The stand-in's cluster is kept
     in ``tmp_path``: a second run there sees what the first made."""
@@ -171,6 +179,7 @@ def _run(
         "KUBECTL_MISSING": " ".join(missing),
         "KUBECTL_UNISSUED": " ".join(unissued),
         "KUBECTL_GENERATION": generation,
+        "KUBECTL_NO_CERT_MANAGER": "" if cert_manager else "1",
         "REAL_KUBECTL": real,
     }
     done = subprocess.run(
@@ -364,12 +373,31 @@ def test_a_secret_copy_waits_for_the_certificates_it_reads(copy: Copy, tmp_path:
             and f"certificate/{certificates[secret]}" in args
         ]
         assert waited, (secret, run.argv[:i])
-    # and a Certificate never issued stops it before it reads or makes anything
-    for name in {certificates[s] for _, s in issued}:
-        stopped = _run(copy.block, tmp_path / name, unissued=(name,))
+    # and a Certificate never issued, its Secret not written yet, stops it before it reads
+    # anything of it or makes anything
+    for secret, name in {(s, certificates[s]) for _, s in issued}:
+        stopped = _run(copy.block, tmp_path / name, unissued=(name,), missing=(secret,))
         assert stopped.returncode != 0
-        assert [args for args in stopped.argv if "wait" not in args] == []
+        assert not [args for args in stopped.argv if "jsonpath" in " ".join(args)]
         assert stopped.objects == {}
+
+
+@pytest.mark.parametrize("copy", SECRET_COPIES, ids=_name)
+def test_a_secret_copy_runs_where_prewarm_certs_wrote_the_secrets(
+    copy: Copy, tmp_path: Path
+) -> None:
+    """`prewarm certs --kind keda` installs no cert-manager: there is no Certificate kind to
+    wait on, and the Secrets are there once applied."""
+    run = _run(copy.block, tmp_path, cert_manager=False)
+    assert run.returncode == 0, run.stderr
+    made = run.object(copy.kind, copy.namespace, copy.name)
+    assert made is not None and _data(made) == copy.expected("")
+    # and without the Secret it stops, making nothing
+    checked = {args[args.index("secret") + 1] for args in run.argv if args[-2:] == ["-o", "name"]}
+    assert checked, run.argv
+    for source in checked:
+        stopped = _run(copy.block, tmp_path / source, cert_manager=False, missing=(source,))
+        assert stopped.returncode != 0 and stopped.objects == {}
 
 
 def test_no_command_is_a_variable_holding_a_command() -> None:
