@@ -66,7 +66,8 @@ def _expressions() -> list[tuple[str, str]]:
 
 def test_every_panel_has_promql_and_the_asked_for_panels_exist() -> None:
     titles = [panel["title"] for panel in _panels(_dashboard()["panels"])]
-    for wanted in ("forecast band", "HPA", "data age", "coverage", "Model version", "Refusals"):
+    wanted_titles = ("forecast band", "HPA", "data age", "coverage", "Model version", "Refusals")
+    for wanted in (*wanted_titles, "Registry", "certificate"):
         assert any(wanted in title for title in titles), wanted
     expressions = _expressions()
     assert all(expr.strip() for _, expr in expressions)
