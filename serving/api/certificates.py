@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cryptography import x509
@@ -47,6 +47,9 @@ from serving.settings import TLS_CHECK_INTERVAL, ServingSettings, how_to_set
 __all__ = ["CertificatePair", "ServingCertificate"]
 
 logger = logging.getLogger(__name__)
+
+EXPIRY_WARNING = timedelta(days=14)
+"""How close to its ``notAfter`` a certificate is warned about at start (the alert's margin)."""
 
 Stamp = tuple[int, int, int, int] | None
 """A file's (device, inode, size, modification time in ns); None when it cannot be stat'ed."""
@@ -149,16 +152,47 @@ class ServingCertificate:
         """Changed sets of files refused since the start (each once, until they change)."""
 
     @classmethod
-    def of(cls, settings: ServingSettings) -> ServingCertificate | None:
-        """The serving certificate ``settings`` configure; None when TLS is off."""
+    def of(
+        cls, settings: ServingSettings, now: datetime | None = None
+    ) -> ServingCertificate | None:
+        """The serving certificate ``settings`` configure, its validity logged as of ``now``
+        (default: the wall clock); None when TLS is off."""
         if settings.tls_cert is None or settings.tls_key is None:
             return None
-        return cls(
+        certificate = cls(
             settings.tls_cert,
             settings.tls_key,
             settings.client_ca,
             check_interval=settings.tls_check_interval,
         )
+        certificate._log_validity(now or datetime.now(UTC))
+        return certificate
+
+    def _log_validity(self, now: datetime) -> None:
+        """At start: INFO with the certificate's ``notAfter``; WARNING within
+        :data:`EXPIRY_WARNING` of it or past it (the server starts all the same: a renewal
+        on its way is taken up without a restart)."""
+        left = self._pair.not_after - now
+        extra = {
+            "file": str(self._files.cert),
+            "not_after": self._pair.not_after.isoformat(),
+            "days_left": round(left.total_seconds() / 86400, 1),
+        }
+        if left <= timedelta(0):
+            logger.warning(
+                "the serving certificate has expired: the API server and KEDA refuse it "
+                "until it is renewed",
+                extra=extra,
+            )
+        elif left < EXPIRY_WARNING:
+            logger.warning(
+                "the serving certificate expires within %d days: renew it (cert-manager, or "
+                "prewarm certs applied again)",
+                EXPIRY_WARNING.days,
+                extra=extra,
+            )
+        else:
+            logger.info("serving certificate loaded", extra=extra)
 
     @property
     def verifies_clients(self) -> bool:

@@ -16,6 +16,7 @@ import ssl
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import grpc
@@ -419,3 +420,31 @@ def test_a_bad_pair_at_start_is_a_config_error_naming_the_setting(
 def test_the_check_interval_is_a_number_of_seconds_up_to_an_hour(value: float) -> None:
     with pytest.raises(ValueError, match="tls_check_interval"):
         ServingSettings(tls_check_interval=value)
+
+
+@pytest.mark.parametrize(
+    ("before_expiry", "level", "message"),
+    [
+        (timedelta(days=30), logging.INFO, "serving certificate loaded"),
+        (timedelta(days=13), logging.WARNING, "expires within 14 days"),
+        (timedelta(days=-1), logging.WARNING, "has expired"),
+    ],
+    ids=["valid", "near-expiry", "expired"],
+)
+def test_the_certificate_s_validity_is_logged_at_start(
+    tmp_path: Path,
+    old: Generation,
+    caplog: pytest.LogCaptureFixture,
+    before_expiry: timedelta,
+    level: int,
+    message: str,
+) -> None:
+    cert, key = _files(tmp_path, old)
+    settings = ServingSettings(tls_cert=cert, tls_key=key)
+    not_after = old.server.certificate.not_valid_after_utc
+    with caplog.at_level(logging.INFO, logger="serving.api.certificates"):
+        assert ServingCertificate.of(settings, now=not_after - before_expiry) is not None
+    (record,) = _logged(caplog, level)
+    assert message in record.getMessage()
+    assert record.not_after == not_after.isoformat()  # type: ignore[attr-defined]
+    assert record.days_left == round(before_expiry.total_seconds() / 86400, 1)  # type: ignore[attr-defined]
