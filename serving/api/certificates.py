@@ -7,8 +7,8 @@ server that read them once would present the old certificate until it expired.
 :class:`ServingCertificate` follows the files instead:
 
 - Each new connection asks for :meth:`ServingCertificate.current`. At most once per
-  ``check_interval`` seconds that looks at the files' stamps (device, inode, size,
-  modification time, through symlinks: a Kubernetes Secret or ConfigMap volume swaps its
+  ``check_interval`` seconds that looks at the files' stamps (modification and change times,
+  size, inode, through symlinks: a Kubernetes Secret or ConfigMap volume swaps its
   ``..data`` symlink to a new folder, which changes every stamp), and reads the files again
   only when a stamp moved.
 - A new set is checked before it is taken: the certificate parses, the key is the
@@ -43,6 +43,7 @@ from cryptography.hazmat.primitives import serialization
 
 from forecaster.exceptions import ConfigError, shown
 from serving.settings import TLS_CHECK_INTERVAL, ServingSettings, how_to_set
+from training.sources.files import Stamp, stamp
 
 __all__ = ["CertificatePair", "ServingCertificate"]
 
@@ -50,9 +51,6 @@ logger = logging.getLogger(__name__)
 
 EXPIRY_WARNING = timedelta(days=14)
 """How close to its ``notAfter`` a certificate is warned about at start (the alert's margin)."""
-
-Stamp = tuple[int, int, int, int] | None
-"""A file's (device, inode, size, modification time in ns); None when it cannot be stat'ed."""
 
 
 class CertificateFileError(Exception):
@@ -272,16 +270,8 @@ class ServingCertificate:
         )
 
 
-def _stamp(path: Path) -> Stamp:
-    try:
-        stat = path.stat()  # follows symlinks: a swapped ..data folder is a change
-    except OSError:
-        return None
-    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
-
-
 def _stamps(files: _Files) -> tuple[Stamp, ...]:
-    return tuple(_stamp(path) for _, path in files.named())
+    return tuple(stamp(path) for _, path in files.named())
 
 
 def _read(setting: str, path: Path) -> bytes:

@@ -63,7 +63,9 @@ Stamp = tuple[int, int, int, int] | None
 looked at. The change time moves with permissions, the inode when a file is replaced."""
 
 
-def _stamp(path: Path) -> Stamp:
+def stamp(path: Path) -> Stamp:
+    """``path``'s :data:`Stamp`, through symlinks (a Secret volume's swapped ``..data``
+    folder gives its files new inodes)."""
     try:
         stat = path.stat()
     except OSError:
@@ -187,7 +189,7 @@ class FileSource:
         if self._cache is None:
             return
         retry = bool(self._failed) and self._timer() - self._read_at >= FAILED_RETRY
-        if retry or any(_stamp(p) != self._stamps.get(p) for p in self._paths()):
+        if retry or any(stamp(p) != self._stamps.get(p) for p in self._paths()):
             self._cache = None
 
     def _series(self) -> dict[str, pd.Series]:
@@ -200,7 +202,7 @@ class FileSource:
         if self._cache is not None:
             return self._cache
         # Stamps taken before reading: a file that changes while it is read is read again.
-        self._stamps = {path: _stamp(path) for path in self._paths()}
+        self._stamps = {path: stamp(path) for path in self._paths()}
         self._read_at = self._timer()
         self._step = None
         out: dict[str, pd.Series] = {}
