@@ -34,15 +34,19 @@ import click
 
 from prewarm.exit_codes import ExitCode, epilog, fail
 from prewarm.options import OutputFolder, user_errors
-from prewarm.services import NAMESPACE, SERVICE, fleet_services, host, service_names
+from prewarm.services import (
+    CLIENT_SECRET,
+    NAMESPACE,
+    SERVICE,
+    TOKEN_SECRET,
+    fleet_services,
+    host,
+    service_names,
+)
+from prewarm.services import SERVING_SECRET as SECRET
 from serving.shards import MAX_SHARDS
 
-SECRET = "prewarm-serve-tls"
-# KEDA's gRPC scaler's client certificate: the name deploy/overlays/keda's Certificate
-# gives it, which docs/install.md's copy into the workload namespaces reads.
-CLIENT_SECRET = "prewarm-grpc-client"
-CLIENT_NAME = "keda"
-TOKEN_SECRET = "prewarm-serve-token"  # deploy/components/keda mounts it
+CLIENT_NAME = "keda"  # the common name of KEDA's gRPC client certificate
 APISERVICE = "v1beta1.external.metrics.k8s.io"
 FRONT_PROXY_CONFIGMAP = "prewarm-front-proxy"  # deploy/components/apiservice mounts it
 # The install replaces the cluster's one APIService of the group, whoever serves it (KEDA,

@@ -26,7 +26,17 @@ import click
 
 from prewarm.exit_codes import ExitCode, epilog, exit_code, fail
 from prewarm.options import OutputFolder, config_option, tracking_uri_option
-from prewarm.services import GRPC_PORT, HTTPS_PORT, SERVICE, host, service_of
+from prewarm.services import (
+    CLIENT_SECRET,
+    GRPC_PORT,
+    HTTPS_PORT,
+    NAMESPACE,
+    SERVICE,
+    SERVING_SECRET,
+    TOKEN_SECRET,
+    host,
+    service_of,
+)
 from serving.shards import MAX_SHARDS
 
 if TYPE_CHECKING:
@@ -83,14 +93,14 @@ BEARER = TriggerAuth(
     "prewarm-bearer",
     "prewarm-keda",
     {"token": "token", "ca": "ca.crt"},
-    "prewarm/prewarm-serve-token and prewarm/prewarm-serve-tls",
+    f"{NAMESPACE}/{TOKEN_SECRET} and {NAMESPACE}/{SERVING_SECRET}",
 )
 # external-push: KEDA authenticates to an external scaler with a client certificate only.
 GRPC = TriggerAuth(
     "prewarm-grpc",
-    "prewarm-grpc-client",
+    CLIENT_SECRET,
     {"tlsClientCert": "tls.crt", "tlsClientKey": "tls.key", "caCert": "ca.crt"},
-    "prewarm/prewarm-grpc-client",
+    f"{NAMESPACE}/{CLIENT_SECRET}",
 )
 TRIGGER_AUTHS = {auth.name: auth for auth in (BEARER, GRPC)}
 
