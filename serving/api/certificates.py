@@ -29,6 +29,7 @@ event loop share it without locks beyond the one that orders the checks.
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 import threading
 import time
@@ -290,11 +291,7 @@ def _load(files: _Files) -> CertificatePair:
     _check_key("tls_key", files, key, chain[0])
     if files.client_ca is not None and client_ca is not None:
         _certificates("client_ca", files.client_ca, client_ca)
-    # OpenSSL takes the pair from files, not bytes, so it reads them once more (and checks
-    # they match). Should they change in between, the context and the bytes each still hold
-    # a matching pair, and the stamps, taken before the first read, make the next look load
-    # both again. The CA it takes as the bytes checked here.
-    context = _context(files, client_ca)
+    context = _context(files, certificate, key, client_ca)
     return CertificatePair(certificate, key, client_ca, chain[0].not_valid_after_utc, context)
 
 
@@ -321,8 +318,10 @@ def _check_key(setting: str, files: _Files, pem: bytes, certificate: x509.Certif
         )
 
 
-def _context(files: _Files, client_ca: bytes | None) -> ssl.SSLContext:
-    """A TLS server context of the files, as OpenSSL reads them.
+def _context(
+    files: _Files, certificate: bytes, key: bytes, client_ca: bytes | None
+) -> ssl.SSLContext:
+    """A TLS server context of the checked bytes, as OpenSSL reads them.
 
     It takes the settings :func:`serving.api.app.uvicorn_config` gives the listener: a client
     certificate is verified against the CA when one is presented, and not required (the
@@ -331,7 +330,7 @@ def _context(files: _Files, client_ca: bytes | None) -> ssl.SSLContext:
     """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
-        context.load_cert_chain(files.cert, files.key)
+        _load_cert_chain(context, files, certificate, key)
     except (ssl.SSLError, OSError) as exc:
         raise CertificateFileError("tls_cert", files.cert, _openssl_refusal(exc)) from None
     if files.client_ca is not None and client_ca is not None:
@@ -343,6 +342,32 @@ def _context(files: _Files, client_ca: bytes | None) -> ssl.SSLContext:
                 "client_ca", files.client_ca, _openssl_refusal(exc)
             ) from None
     return context
+
+
+def _load_cert_chain(
+    context: ssl.SSLContext, files: _Files, certificate: bytes, key: bytes
+) -> None:
+    """Load the pair into ``context`` from the bytes that were checked.
+
+    OpenSSL takes a pair from paths only. Read from ``files`` a second time, a copy written
+    over them between the two reads would leave the HTTP context on another pair than the
+    bytes gRPC is handed. On Linux the checked bytes go to anonymous in-memory files instead
+    (``memfd_create``: never on a disk, gone when closed); elsewhere the files are read again.
+    """
+    if not hasattr(os, "memfd_create"):
+        context.load_cert_chain(files.cert, files.key)
+        return
+    descriptors: list[int] = []
+    try:
+        for name, data in (("tls.crt", certificate), ("tls.key", key)):
+            descriptors.append(os.memfd_create(f"prewarm-{name}", os.MFD_CLOEXEC))
+            with os.fdopen(descriptors[-1], "wb", closefd=False) as out:
+                out.write(data)
+        cert_path, key_path = (f"/proc/self/fd/{fd}" for fd in descriptors)
+        context.load_cert_chain(cert_path, key_path)
+    finally:
+        for fd in descriptors:
+            os.close(fd)
 
 
 def _openssl_refusal(exc: ssl.SSLError | OSError) -> str:

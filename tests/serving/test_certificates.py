@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
@@ -27,6 +28,7 @@ from cryptography import x509
 
 from forecaster.exceptions import ConfigError
 from prewarm.certs import Issued, issue, new_ca
+from serving.api import certificates
 from serving.api.app import PrewarmApp, create_app, uvicorn_config
 from serving.api.certificates import ServingCertificate
 from serving.api.runtime import ServingComponents
@@ -449,3 +451,44 @@ def test_the_certificate_s_validity_is_logged_at_start(
     assert message in record.getMessage()
     assert record.not_after == not_after.isoformat()  # type: ignore[attr-defined]
     assert record.days_left == round(before_expiry.total_seconds() / 86400, 1)  # type: ignore[attr-defined]
+
+
+def _served_certificate(context: ssl.SSLContext) -> x509.Certificate:
+    """The certificate ``context`` presents: a real handshake over memory buffers."""
+    client_context = ssl.create_default_context()
+    client_context.check_hostname = False
+    client_context.verify_mode = ssl.CERT_NONE
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = client_context.wrap_bio(to_client, to_server, server_hostname="localhost")
+    server = context.wrap_bio(to_server, to_client, server_side=True)
+    done = {client: False, server: False}
+    for _ in range(10):
+        for side in (client, server):
+            try:
+                side.do_handshake()
+                done[side] = True
+            except ssl.SSLWantReadError:
+                pass
+        if done[client]:
+            der = client.getpeercert(binary_form=True)
+            assert der is not None
+            return x509.load_der_x509_certificate(der)
+    raise AssertionError("the handshake did not complete")
+
+
+def test_https_serves_the_pair_that_was_checked_when_the_files_change_while_it_loads(
+    tmp_path: Path, old: Generation, new: Generation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy written over the files between their check and OpenSSL's load: the HTTP context
+    presents the checked certificate, the one gRPC is handed, not the copy."""
+    files = _files(tmp_path, old)
+    check = certificates._check_key
+
+    def check_then_overwritten(*args: Any, **kwargs: Any) -> None:
+        check(*args, **kwargs)
+        _files(tmp_path, new)
+
+    monkeypatch.setattr(certificates, "_check_key", check_then_overwritten)
+    pair = ServingCertificate(*files).current()
+    assert pair.certificate == old.server.certificate_pem()
+    assert _served_certificate(pair.context).serial_number == old.serial
