@@ -27,6 +27,7 @@ from forecaster.workload import WorkloadPolicy
 from serving.shards import Shard
 from training.config import ServingConfig, TrainConfig
 from training.logs import LOG_LEVELS
+from training.sources.files import read_small
 
 __all__ = [
     "TLS_CHECK_INTERVAL",
@@ -192,7 +193,7 @@ class ServingSettings(BaseSettings):
         if self.token_file is not None:
             where = f"`token_file` ({how_to_set('token_file')}) {shown(str(self.token_file))}"
             try:
-                text = self.token_file.read_text(encoding="utf-8").strip()
+                text = read_small(self.token_file).decode("utf-8").strip()
             except (OSError, UnicodeDecodeError) as exc:
                 reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
                 raise ConfigError(f"{where} cannot be read: {reason}") from exc

@@ -44,7 +44,7 @@ from cryptography.hazmat.primitives import serialization
 
 from forecaster.exceptions import ConfigError, shown
 from serving.settings import TLS_CHECK_INTERVAL, ServingSettings, how_to_set
-from training.sources.files import Stamp, stamp
+from training.sources.files import Stamp, read_small, stamp
 
 __all__ = ["CertificatePair", "ServingCertificate"]
 
@@ -277,7 +277,7 @@ def _stamps(files: _Files) -> tuple[Stamp, ...]:
 
 def _read(setting: str, path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        return read_small(path)
     except OSError as exc:
         raise CertificateFileError(setting, path, f"cannot be read: {exc.strerror}") from None
 

@@ -16,6 +16,7 @@ from prewarm.cli import cli
 from prewarm.exit_codes import ExitCode
 from tests.prewarm.test_exit_codes import files_config, trace
 from tests.serving.pki import VALID_DAYS, VALID_FROM, write_issued
+from training.sources.files import SMALL_FILE_LIMIT
 
 
 @pytest.fixture
@@ -60,6 +61,31 @@ def test_a_blank_token_file_is_refused_before_the_server_starts(serve: Any, tmp_
     _refused(result, "--token-file", "is empty or blank")
     result = serve(PREWARM_TOKEN_FILE=_blank_file(tmp_path))
     _refused(result, "PREWARM_TOKEN_FILE", "is empty or blank")
+
+
+def _large_file(tmp_path: Path) -> str:
+    path = tmp_path / "large"
+    with path.open("wb") as file:  # sparse: no disk is filled
+        file.truncate(SMALL_FILE_LIMIT + 1)
+    return str(path)
+
+
+@pytest.mark.parametrize("where", ["large", "/dev/zero"])
+def test_a_token_or_certificate_file_too_large_is_refused_naming_its_flag(
+    serve: Any, tmp_path: Path, where: str
+) -> None:
+    """A path set by mistake to a large file or a device is not read whole (``/dev/zero``
+    never ends)."""
+    path = _large_file(tmp_path) if where == "large" else where
+    _refused(serve("--token-file", path), "--token-file", "larger than 1,048,576 bytes")
+    ca = new_ca("CA", VALID_FROM, VALID_DAYS)
+    cert, key = write_issued(tmp_path, "serve", issue(ca, "x", VALID_FROM, days=VALID_DAYS))
+    (tmp_path / "mlflow.db").touch()  # the config's store: the certificate is read after it
+    for flag, flags in (
+        ("--tls-cert", ["--tls-cert", path, "--tls-key", str(key)]),
+        ("--tls-key", ["--tls-cert", str(cert), "--tls-key", path]),
+    ):
+        _refused(serve(*flags), flag, "larger than 1,048,576 bytes")
 
 
 def test_a_blank_token_variable_is_refused_without_echoing_it(serve: Any) -> None:

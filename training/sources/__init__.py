@@ -99,8 +99,14 @@ def make_source(name: str, settings: Any, *, clock: Clock | None = None) -> Hist
 
 
 def _read_secret(path: Any, field: str) -> str:
+    from pathlib import Path
+
+    from training.sources.files import read_small
+
     try:
-        return str(path.read_text()).strip()
+        return read_small(Path(path)).decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ConfigError(f"`{field}` {str(path)!r} cannot be read: not UTF-8 text") from None
     except OSError as exc:
         raise ConfigError(f"`{field}` {str(path)!r} cannot be read: {exc.strerror}") from exc
 

@@ -25,6 +25,7 @@ file, not a read of each failed file, and a live consumer fetches every few seco
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import time
@@ -61,6 +62,27 @@ FAILED_RETRY = 60.0
 Stamp = tuple[int, int, int, int] | None
 """A file's modification and change times (ns), size and inode; None when it cannot be
 looked at. The change time moves with permissions, the inode when a file is replaced."""
+
+
+SMALL_FILE_LIMIT = 1 << 20
+"""The most a credential or certificate file is read of: 1 MiB (a token, a password or a PEM
+bundle is a few KiB; a path set to a log or a device by mistake must not fill the memory)."""
+
+
+def read_small(path: Path, limit: int = SMALL_FILE_LIMIT) -> bytes:
+    """``path``'s bytes, reading no more than ``limit`` + 1 of them.
+
+    Raises
+    ------
+    OSError
+        When the file cannot be read, or holds more than ``limit`` bytes (``errno.EFBIG``,
+        its ``strerror`` saying so): callers name the setting and the ``strerror``.
+    """
+    with path.open("rb") as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit:,} bytes: not a file of this kind")
+    return data
 
 
 def stamp(path: Path) -> Stamp:
