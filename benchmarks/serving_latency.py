@@ -5,7 +5,9 @@
    requests the External Metrics API value of ``prewarm_desired_replicas`` over 64
    concurrent connections.
    Reported: p50 / p99 latency, requests per second and, after the load, the resident
-   memory of the server (its process and the planning child).
+   memory of the server (its process and the planning child). The workloads, the model and
+   the in-memory source are built once by the benchmark's process and handed to each server
+   (spawned, so none of that building stays in its memory).
    Measured twice: with the data not moving, and while the refresher plans every workload
    every 15 s in the server process (its ticks share the interpreter with the requests).
 2. The refresher's cycle for 1,000 workloads (incremental fetch of the new points from an
@@ -110,6 +112,15 @@ class FrameSource:
         )
         return FetchedHistory(frame, (), grid[0], grid[-1], int(step))
 
+    def nbytes(self) -> int:
+        """The bytes of the arrays it serves from."""
+        return sum(values.nbytes for values in self.values.values())
+
+
+Fixture = tuple[Any, FrameSource, Any]
+"""The refresh configuration, the source and the planning model (:func:`build`)."""
+SPAWN = mp.get_context("spawn")
+
 
 class OneVersion:
     def __init__(self, model: Any) -> None:
@@ -128,7 +139,7 @@ def names(n: int) -> list[str]:
     return [f"w{i:04d}" for i in range(n)]
 
 
-def build(n: int, cells: int = 240) -> tuple[Any, FrameSource, Any]:
+def build(n: int, cells: int = 240) -> Fixture:
     from forecaster.capacity import required_horizons
     from forecaster.models.baseline import LastValue
     from forecaster.workload import WorkloadPolicy, WorkloadSpec
@@ -165,8 +176,10 @@ def build(n: int, cells: int = 240) -> tuple[Any, FrameSource, Any]:
 
 
 # -- 1. latency under load ----------------------------------------------------------------
-def serve(port: int, n: int, refresh_every: float | None = None) -> None:
-    """Child process: the real app under uvicorn.
+def serve(port: int, fixture: Fixture, refresh_every: float | None = None) -> None:
+    """Child process: the real app under uvicorn, serving ``fixture`` (built by the parent:
+    the pandas work of building it would stay in this process's resident memory, which a
+    real server, loading its model from the registry, never does).
 
     With ``refresh_every``, a new point arrives for every workload and the refresher plans
     all of them every ``refresh_every`` seconds while the load runs (the same ``tick`` the
@@ -184,7 +197,7 @@ def serve(port: int, n: int, refresh_every: float | None = None) -> None:
     from serving.settings import ServingSettings
 
     configure_logging("WARNING")  # warnings with their fields, as `prewarm serve` logs them
-    config, source, planner = build(n)
+    config, source, planner = fixture
     if refresh_every is not None:
         # ticks driven below
         serving = config.serving.model_copy(update={"refresh_interval": 3600.0})
@@ -320,14 +333,15 @@ def load_httpx(url: str, duration: int) -> dict[str, Any]:
     }
 
 
-def latency(n: int, duration: int, refresh_every: float | None = None) -> dict[str, Any]:
+def latency(fixture: Fixture, duration: int, refresh_every: float | None = None) -> dict[str, Any]:
     port = free_port()
     # Not a daemon: the server starts its planning child process, which daemons may not.
-    server = mp.Process(target=serve, args=(port, n, refresh_every))
+    # Spawned, not forked: a fork would count the parent's pages in the server's memory.
+    server = SPAWN.Process(target=serve, args=(port, fixture, refresh_every))
     server.start()
     try:
         # The first refresh reads every workload's whole window: about 3 s per 1,000.
-        wait_ready(port, timeout=max(120.0, n * 0.03))
+        wait_ready(port, timeout=max(120.0, len(fixture[0].workloads) * 0.03))
         url = metric_url(port)
         load = load_wrk if shutil.which("wrk") else load_httpx
         load(url, 2)  # warm-up
@@ -340,7 +354,19 @@ def latency(n: int, duration: int, refresh_every: float | None = None) -> dict[s
 
 
 # -- 2. refresh cycle ----------------------------------------------------------------------
-def refresh(n: int, ticks: int = 5) -> dict[str, Any]:
+def refresh(fixture: Fixture, ticks: int = 5) -> dict[str, Any]:
+    """The refresh cycle, timed in a spawned process of its own (its memory is then the
+    refresher's and the source's, not the building of the fixture's)."""
+    queue: Any = SPAWN.Queue()
+    # Not a daemon: the refresher starts its planning child process, which daemons may not.
+    worker = SPAWN.Process(target=_refresh_worker, args=(fixture, ticks, queue))
+    worker.start()
+    result: dict[str, Any] = queue.get()
+    worker.join()
+    return result
+
+
+def _refresh_worker(fixture: Fixture, ticks: int, queue: Any) -> None:
     from serving.engine.models import ModelWatcher
     from serving.engine.observability import ServingMetrics, configure_logging
     from serving.engine.refresher import Refresher, empty_snapshot
@@ -348,7 +374,7 @@ def refresh(n: int, ticks: int = 5) -> dict[str, Any]:
     from serving.wire.replies import Replies
 
     configure_logging("WARNING")
-    config, source, planner = build(n)
+    config, source, planner = fixture
     store = SnapshotStore(empty_snapshot(config), Replies)
     watcher = ModelWatcher(OneVersion(planner), "bench")
     watcher.check()  # the registry is read off the refresh path: not part of the first tick
@@ -373,13 +399,16 @@ def refresh(n: int, ticks: int = 5) -> dict[str, Any]:
     rss_mib = rss_bytes(os.getpid()) / MIB  # with the planning child, before it stops
     refresher.close()
     fresh = sum(snapshot.status(w).fresh for w in snapshot.workloads)
-    return {
-        "first_s": first,
-        "median_s": statistics.median(times),
-        "max_s": max(times),
-        "fresh": fresh,
-        "rss_mib": rss_mib,
-    }
+    queue.put(
+        {
+            "first_s": first,
+            "median_s": statistics.median(times),
+            "max_s": max(times),
+            "fresh": fresh,
+            "rss_mib": rss_mib,
+            "source_mib": source.nbytes() / MIB,
+        }
+    )
 
 
 def _reading(busy_runs: list[dict[str, Any]]) -> str:
@@ -436,14 +465,14 @@ def main() -> None:
     # Each scenario runs several times on a fresh server: the run with the median p99 is
     # shown, and the worst p99 beside it, so one lucky or unlucky run does not decide.
     scenarios: list[tuple[str, list[dict[str, Any]]]] = []
+    fixture = build(args.workloads)
     if not args.refresh_only:
-        idle_runs = [latency(args.workloads, args.duration) for _ in range(args.repeats)]
+        idle_runs = [latency(fixture, args.duration) for _ in range(args.repeats)]
         busy_runs = [
-            latency(args.workloads, args.refresh_duration, refresh_every=15.0)
-            for _ in range(args.repeats)
+            latency(fixture, args.refresh_duration, refresh_every=15.0) for _ in range(args.repeats)
         ]
         scenarios = [("", idle_runs), (", refreshing", busy_runs)]
-    cycle = refresh(args.workloads)
+    cycle = refresh(fixture)
     rows = []
     for label, runs in scenarios:
         result = _median_run(runs)
@@ -519,9 +548,13 @@ def main() -> None:
         + f"Refresh: {args.workloads} workloads at a {STEP} s step, one new point each per tick "
         "from an in-memory source (batched fetch: at most `fetch_workers` = 4 source calls "
         "per tick), one batched plan with a last-value `PrewarmModel` in the planning child "
-        "process (history sent over, plan sent back), 5 ticks after the first; its memory is "
-        "the resident memory of the benchmark process (which also holds the in-memory source) "
-        "and of the planning child.\n\n"
+        "process (history sent over, plan sent back), 5 ticks after the first, in a process "
+        "of its own; its memory is the resident memory of that process and of the planning "
+        f"child. Both it and the server hold the in-memory source ({cycle['source_mib']:,.0f} "
+        "MiB of arrays after the ticks), which a server reading Prometheus does not. The "
+        "workloads, model and source are built by the benchmark's own process and handed "
+        "over: a real server loads its model from the registry and builds no frame of "
+        "every workload's history.\n\n"
         f"{table}\n\n"
         f"Workloads fresh after the last refresh: {cycle['fresh']} of {args.workloads}.\n\n"
         + (
