@@ -33,7 +33,8 @@ typecheck: $(STAMP)
 # that checks what the whole module reached sees all of it.
 PYTEST_WORKERS ?= 2
 pytest: $(STAMP) prometheus
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --nbmake tests notebooks
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --nbmake --doctest-modules \
+		tests notebooks forecaster training serving prewarm benchmarks
 
 # The integration tests run a real Prometheus (Debian package `prometheus`), and the install
 # guide's shell blocks run in zsh as well as bash (Debian package `zsh`, macOS's default

@@ -38,6 +38,7 @@ if __name__ == "__main__" and not __package__:
     # Run as a script: make the repository root importable for `benchmarks.traces`.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.progress import finished
 from benchmarks.traces import TRACES, chosen_traces
 from forecaster.backtest.run import BacktestResult, BacktestSettings, backtest
 from forecaster.backtest.tuning import (
@@ -499,7 +500,7 @@ def main() -> None:
             for n in names
             if n not in earlier
         }
-        rows = {n: f.result() for n, f in futures.items()} | earlier
+        rows = finished(futures) | earlier
     # The report lists the traces in the benchmark's order, whichever run made each.
     rows = {n: rows[n] for n in known if n in rows}
     table = pd.DataFrame(

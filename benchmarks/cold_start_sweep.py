@@ -45,6 +45,7 @@ from benchmarks.backtest_savings import (
     loaders,
     workload,
 )
+from benchmarks.progress import finished
 from benchmarks.traces import TRACES, chosen_traces
 from forecaster.backtest.plots import legend_below
 from forecaster.backtest.run import BacktestSettings, backtest, lead_forecast, lead_horizons
@@ -132,13 +133,14 @@ def sweep(names: Sequence[str], args: argparse.Namespace) -> dict[str, dict[str,
             for cold_start, window in by_start.items():
                 shared = forecasts[name, window].result()[0] if needs_forecast else None
                 runs[name, cold_start] = pool.submit(backtest_task, name, cold_start, args, shared)
+        done = finished(runs, lambda key, _: f"{key[0]}, cold start {key[1]} s")
         return {
             name: {
                 "lead_windows": len(set(by_start.values())),
                 "forecast_seconds": sum(
                     f.result()[1] for (n, _), f in forecasts.items() if n == name
                 ),
-                "cold_starts": {str(c): runs[name, c].result() for c in args.cold_starts},
+                "cold_starts": {str(c): done[name, c] for c in args.cold_starts},
             }
             for name, by_start in windows.items()
         }

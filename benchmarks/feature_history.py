@@ -47,6 +47,7 @@ from benchmarks.forecast_accuracy import (
     load_datasets,
     with_features,
 )
+from benchmarks.progress import finished
 from forecaster.features import FeatureConfig
 from forecaster.models import DEFAULT_MODEL, MODELS
 
@@ -185,9 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, dict[str, Any]] = {}
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {d.name: pool.submit(_run, d, args.model, eval_days) for d in datasets}
-        for done, (name, future) in enumerate(futures.items(), start=1):
-            results[name] = future.result()
-            print(f"[{done}/{len(futures)}] {name}", flush=True)
+        results = finished(futures)
     report: dict[str, Any] = {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "elapsed_seconds": time.perf_counter() - started,

@@ -1027,6 +1027,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             ) -> None:
                 seen[model] = done
                 bar.update(overall, advance=1, description=f"{name}: {model} block {done}/{total}")
+                if done == total and not bar.console.is_terminal:  # a log: the bar draws nothing
+                    report(f"{name}: {model} done ({total} refits)", started)
 
             results[dataset.name] = evaluate_dataset(dataset, contenders, eval_days, advance)
             for model, entry in results[dataset.name]["models"].items():

@@ -53,6 +53,7 @@ from benchmarks.backtest_savings import (
     trace_inputs,
     write_results,
 )
+from benchmarks.progress import finished
 from benchmarks.rung_spacing import peer_cell, verdict
 from benchmarks.traces import chosen_traces
 from benchmarks.tuning_rules import MARGINS, apply_rules, cost_cell, label, rule_header
@@ -290,10 +291,7 @@ def main() -> None:
             n: pool.submit(run, n, args.data, args.model, args.seeds, args.n_seeds, args.features)
             for n in names
         }
-        rows = {}
-        for n, future in futures.items():
-            rows[n] = future.result()
-            print(f"{n}: {rows[n]['seconds']:.0f} s", file=sys.stderr)
+        rows = finished(futures, lambda n, row: f"{n}, {row['seconds']:.0f} s")
     seconds = time.perf_counter() - began
     document = {
         "model": args.model,

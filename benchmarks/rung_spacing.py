@@ -35,6 +35,7 @@ if __name__ == "__main__" and not __package__:
 
 from benchmarks import tuning_rules
 from benchmarks.backtest_savings import DATA, POLICIES, RESULTS, loaders
+from benchmarks.progress import finished
 from benchmarks.traces import chosen_traces
 from benchmarks.tuning_rules import MARGINS, cost_cell, label
 from forecaster.backtest.tuning import TUNING_MARGIN
@@ -200,9 +201,11 @@ def main() -> None:
             for k, v in ladders.items()
         }
         rows: dict[str, dict[str, Any]] = {n: {} for n in names}
-        for (n, k), future in futures.items():
-            rows[n][k] = future.result()
-            print(f"{n} on the {k} ladder: {rows[n][k]['seconds']:.0f} s", file=sys.stderr)
+        done = finished(
+            futures, lambda key, row: f"{key[0]} on the {key[1]} ladder, {row['seconds']:.0f} s"
+        )
+        for (n, k), row in done.items():
+            rows[n][k] = row
     seconds = time.perf_counter() - began
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "rung_spacing.md").write_text(
