@@ -465,6 +465,13 @@ def main() -> None:
     # Each scenario runs several times on a fresh server: the run with the median p99 is
     # shown, and the worst p99 beside it, so one lucky or unlucky run does not decide.
     scenarios: list[tuple[str, list[dict[str, Any]]]] = []
+    if not shutil.which("wrk") and not args.refresh_only:
+        print(
+            "wrk not found: the load comes from one Python process (httpx), which caps the "
+            "requests/s far below the server's and puts its own delays into the latencies; "
+            "install wrk (Debian: apt-get install wrk) for numbers comparable with the README's",
+            file=sys.stderr,
+        )
     fixture = build(args.workloads)
     if not args.refresh_only:
         idle_runs = [latency(fixture, args.duration) for _ in range(args.repeats)]
