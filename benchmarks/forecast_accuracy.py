@@ -78,6 +78,7 @@ if __name__ == "__main__" and not __package__:
 from benchmarks.hindsight import Hindsight
 from benchmarks.model_seed import n_seeds_arg
 from benchmarks.peers import PEERS, make_peer
+from benchmarks.progress import announce
 from benchmarks.traces import TRACES, chosen_traces
 from forecaster.backtest.plots import legend_below
 from forecaster.evaluation import RollingOrigin, evaluate
@@ -1028,7 +1029,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 seen[model] = done
                 bar.update(overall, advance=1, description=f"{name}: {model} block {done}/{total}")
                 if done == total and not bar.console.is_terminal:  # a log: the bar draws nothing
-                    report(f"{name}: {model} done ({total} refits)", started)
+                    announce(f"{name}: {model} done ({total} refits)", started)
 
             results[dataset.name] = evaluate_dataset(dataset, contenders, eval_days, advance)
             for model, entry in results[dataset.name]["models"].items():

@@ -28,7 +28,7 @@ def elapsed(seconds: float) -> str:
     return f"[{hour}:{minute:02d}:{second:02d}]"
 
 
-def report(text: str, started: float) -> None:
+def announce(text: str, started: float) -> None:
     """Print ``text`` on stderr after the time since ``started`` (``time.perf_counter``)."""
     print(f"{elapsed(time.perf_counter() - started)} {text}", file=sys.stderr, flush=True)
 
@@ -44,5 +44,5 @@ def finished(
     for done, future in enumerate(as_completed(keys), start=1):
         key = keys[future]
         results[key] = future.result()
-        report(f"{done}/{len(futures)} done: {describe(key, results[key])}", started)
+        announce(f"{done}/{len(futures)} done: {describe(key, results[key])}", started)
     return {key: results[key] for key in futures}

@@ -101,7 +101,9 @@ def test_target_is_not_claimed_when_a_rival_or_a_trace_is_missing() -> None:
 
 
 @pytest.mark.slow
-def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> None:
+def test_quick_run_writes_markdown_and_json_with_every_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pytest.importorskip("statsforecast", reason="optional extra: pip install -e '.[bench]'")
     pytest.importorskip("mlforecast", reason="optional extra: pip install -e '.[bench]'")
     data, out = five_weeks(tmp_path), tmp_path / "results"
@@ -110,6 +112,8 @@ def test_quick_run_writes_markdown_and_json_with_every_model(tmp_path: Path) -> 
     argv = ["--quick", "--no-scenarios", "--data-dir", str(data), "--out", str(out)]
     assert main([*argv, "--plot", str(plot)]) == 0
     assert plot.stat().st_size > 0
+    # Not a terminal: the bar draws nothing, so each finished model is a line on stderr.
+    assert "nyc_taxi_passengers_30min: lightgbm done (1 refits)" in capsys.readouterr().err
 
     report = json.loads((out / "forecast_accuracy.json").read_text())
     dataset = report["datasets"]["nyc_taxi_passengers_30min"]
