@@ -130,8 +130,8 @@ class Refresher:
         self.planner = ProcessPlanner() if config.plan_in_process else None
         self._fetch_log = Throttle(REFUSAL_LOG_INTERVAL)
         if metrics is not None:
-            for name in self.workloads:  # each series from 0, so that increase() sees the first
-                metrics.refused_values.labels(name)
+            for name in self.workloads:
+                metrics.track(name)
 
     # -- window ----------------------------------------------------------------------------
     def _window_for(self, model: PlanningModel) -> RollingWindow:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from prometheus_client import generate_latest
 
 from serving.engine.models import ModelLoadFailedError, ModelWatcher
 from serving.engine.observability import ServingMetrics
@@ -81,6 +82,26 @@ def build(
         cfg, lambda: source, watcher, store, ServingMetrics(lambda: store.current)
     )
     return refresher, source, registry
+
+
+def test_every_workload_s_counted_series_start_at_zero_before_the_first_refresh(
+    now: pd.Timestamp,
+) -> None:
+    """Made at the first scoring, 10,000 workloads' series held the interpreter lock for
+    about 0.3 s in the middle of serving; the last error's gauge waits for a real error."""
+    refresher, _, _ = build(now)
+    assert refresher.metrics is not None
+    exported = generate_latest(refresher.metrics.registry).decode()
+    for name in LEVELS:
+        label = f'{{workload="{name}"}}'
+        for series in (
+            "prewarm_refused_values_total",
+            "prewarm_forecast_covered_total",
+            "prewarm_forecast_pinball_loss_count",
+            "prewarm_forecast_abs_error_count",
+        ):
+            assert f"{series}{label} 0.0\n" in exported, series
+        assert f"prewarm_forecast_last_abs_error{label}" not in exported
 
 
 def test_first_tick_reads_the_window_then_only_new_points(now: pd.Timestamp) -> None:
