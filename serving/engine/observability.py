@@ -17,7 +17,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summ
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from forecaster.metrics import pinball_loss
+from forecaster.metrics import pinball_losses
 from serving.engine.snapshot import Snapshot
 from serving.exceptions import ForecastUnavailableError
 from training.logs import JsonFormatter, redacting
@@ -255,6 +255,9 @@ class ServingMetrics:
         registry_busy: Callable[[], float] | None = None,
     ) -> None:
         self.refusal_log = refusal_log or Throttle(REFUSAL_LOG_INTERVAL)
+        # Each workload's accuracy series, looked up once (see score_many).
+        self._accuracy: dict[str, tuple[Any, Any, Any]] = {}
+        self._last_error: dict[str, Any] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         registry = self.registry
         self.refresh_duration = Histogram(
@@ -394,19 +397,51 @@ class ServingMetrics:
         refresh, a stall of the requests served beside it (``benchmarks/serving_latency.py``).
         The last error's gauge is left out: at 0 it would read as a perfect forecast.
         """
-        for metric in (self.refused_values, self.abs_error, self.pinball, self.covered):
-            metric.labels(workload)
+        self.refused_values.labels(workload)
+        self._accuracy_of(workload)
 
-    def score(self, workload: str, predicted: float, actual: float, quantile: float) -> None:
-        """Record one forecast against the demand that arrived at its target time."""
-        error = abs(predicted - actual)
-        self.abs_error.labels(workload).observe(error)
-        self.last_abs_error.labels(workload).set(error)
-        self.pinball.labels(workload).observe(
-            pinball_loss(np.array([actual]), np.array([predicted]), quantile)
-        )
-        if actual <= predicted:
-            self.covered.labels(workload).inc()
+    def _accuracy_of(self, workload: str) -> tuple[Any, Any, Any]:
+        if workload not in self._accuracy:
+            self._accuracy[workload] = (
+                self.abs_error.labels(workload),
+                self.pinball.labels(workload),
+                self.covered.labels(workload),
+            )
+        return self._accuracy[workload]
+
+    def score_many(
+        self,
+        workloads: Sequence[str],
+        predicted: Sequence[float],
+        actual: Sequence[float],
+        quantiles: Sequence[float],
+    ) -> None:
+        """Record forecasts against the demand that arrived at their target times: one entry
+        per scored forecast, ``workloads[i]``'s ``predicted[i]`` at its ``quantiles[i]``.
+
+        Errors and pinball losses are computed over all of them at once, and each
+        workload's series are looked up once per process: scored one by one (a loss of
+        one-element arrays, four label look-ups), 10,000 took about 0.2 s of the interpreter
+        lock in every refresh where they fell due, stalling the requests served beside it.
+        """
+        forecast = np.asarray(predicted, dtype=float)
+        demand = np.asarray(actual, dtype=float)
+        levels = np.asarray(quantiles, dtype=float)
+        errors = np.abs(forecast - demand)
+        losses = np.empty(len(forecast))
+        for level in np.unique(levels):
+            at = levels == level
+            losses[at] = pinball_losses(demand[at], forecast[at], float(level))
+        covered = demand <= forecast
+        for i, workload in enumerate(workloads):
+            abs_error, pinball, hits = self._accuracy_of(workload)
+            abs_error.observe(errors[i])
+            pinball.observe(losses[i])
+            if covered[i]:
+                hits.inc()
+            if workload not in self._last_error:  # made at the first error: 0 reads as perfect
+                self._last_error[workload] = self.last_abs_error.labels(workload)
+            self._last_error[workload].set(errors[i])
 
     def set_model(self, name: str, version: str) -> None:
         """Point ``prewarm_model_info`` at the served version."""

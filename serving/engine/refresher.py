@@ -433,6 +433,10 @@ class Refresher:
         """Online accuracy: forecasts whose target time has arrived against the actual demand."""
         if self.metrics is None:
             return
+        names: list[str] = []
+        predictions: list[float] = []
+        actuals: list[float] = []
+        quantiles: list[float] = []
         for name, pending in self._pending.items():
             last = window.last_data(name)
             while pending and last is not None and pending[0][0] <= last:
@@ -440,7 +444,11 @@ class Refresher:
                 actual = window.value_at(name, due)
                 if actual is None:
                     continue
-                self.metrics.score(name, predicted, actual, quantile)
+                names.append(name)
+                predictions.append(predicted)
+                actuals.append(actual)
+                quantiles.append(quantile)
+        self.metrics.score_many(names, predictions, actuals, quantiles)
 
     def _log_transitions(self, snapshot: Snapshot) -> None:
         now = datetime.now(UTC)

@@ -104,6 +104,36 @@ def test_every_workload_s_counted_series_start_at_zero_before_the_first_refresh(
         assert f"prewarm_forecast_last_abs_error{label}" not in exported
 
 
+def test_scored_forecasts_are_counted_per_workload_at_its_own_quantile(
+    now: pd.Timestamp,
+) -> None:
+    refresher, _, _ = build(now)
+    metrics = refresher.metrics
+    assert metrics is not None
+    # chat at q0.9 under (by 2) then over (by 1); embed at q0.5 over by 4.
+    metrics.score_many(
+        ["chat", "chat", "embed"], [8.0, 11.0, 14.0], [10.0, 10.0, 10.0], [0.9, 0.9, 0.5]
+    )
+    exported = generate_latest(metrics.registry).decode()
+
+    def value(series: str, workload: str) -> float:
+        (line,) = [
+            line
+            for line in exported.splitlines()
+            if line.startswith(f'{series}{{workload="{workload}"}} ')
+        ]
+        return float(line.split()[-1])
+
+    assert value("prewarm_forecast_abs_error_count", "chat") == 2
+    assert value("prewarm_forecast_abs_error_sum", "chat") == pytest.approx(3.0)
+    assert value("prewarm_forecast_pinball_loss_sum", "chat") == pytest.approx(0.9 * 2 + 0.1 * 1)
+    assert value("prewarm_forecast_covered_total", "chat") == 1
+    assert value("prewarm_forecast_last_abs_error", "chat") == pytest.approx(1.0)
+    assert value("prewarm_forecast_pinball_loss_sum", "embed") == pytest.approx(0.5 * 4)
+    assert value("prewarm_forecast_covered_total", "embed") == 1
+    assert value("prewarm_forecast_last_abs_error", "embed") == pytest.approx(4.0)
+
+
 def test_first_tick_reads_the_window_then_only_new_points(now: pd.Timestamp) -> None:
     refresher, source, _ = build(now)
     snapshot = refresher.tick(now.to_pydatetime())
