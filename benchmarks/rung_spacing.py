@@ -200,12 +200,10 @@ def main() -> None:
             for n in names
             for k, v in ladders.items()
         }
-        rows: dict[str, dict[str, Any]] = {n: {} for n in names}
         done = finished(
             futures, lambda key, row: f"{key[0]} on the {key[1]} ladder, {row['seconds']:.0f} s"
         )
-        for (n, k), row in done.items():
-            rows[n][k] = row
+        rows = {n: {k: done[n, k] for k in ladders} for n in names}
     seconds = time.perf_counter() - began
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "rung_spacing.md").write_text(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from forecaster.exceptions import ConfigError, UnknownNameError
@@ -98,13 +99,11 @@ def make_source(name: str, settings: Any, *, clock: Clock | None = None) -> Hist
     return factory(settings, clock)
 
 
-def _read_secret(path: Any, field: str) -> str:
-    from pathlib import Path
-
-    from training.sources.files import read_small
+def _read_secret(path: Path, field: str) -> str:
+    from training.sources.files import read_small  # pandas: only when a secret is read
 
     try:
-        return read_small(Path(path)).decode("utf-8").strip()
+        return read_small(path).decode("utf-8").strip()
     except UnicodeDecodeError:
         raise ConfigError(f"`{field}` {str(path)!r} cannot be read: not UTF-8 text") from None
     except OSError as exc:
