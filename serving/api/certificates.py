@@ -7,16 +7,17 @@ server that read them once would present the old certificate until it expired.
 :class:`ServingCertificate` follows the files instead:
 
 - Each new connection asks for :meth:`ServingCertificate.current`. At most once per
-  ``check_interval`` seconds that looks at the files' stamps (modification and change times,
-  size, inode, through symlinks: a Kubernetes Secret or ConfigMap volume swaps its
-  ``..data`` symlink to a new folder, which changes every stamp), and reads the files again
-  only when a stamp moved.
+  ``check_interval`` seconds that reads the files again (through symlinks: a Kubernetes
+  Secret or ConfigMap volume swaps its ``..data`` symlink to a new folder; at most 1 MiB
+  each) and compares their bytes with the set it last looked at. Bytes, not stamps: a file
+  rewritten twice in place within one tick of the filesystem's clock, at the same size,
+  shows the same modification time, change time, size and inode.
 - A new set is checked before it is taken: the certificate parses, the key is the
   certificate's, the CA parses, and OpenSSL takes all three into a context. A set that fails
   (a file half-written, a key of another certificate) is not served: the previous pair
   stays, one WARNING names the file and the reason (never the key), and
   :attr:`ServingCertificate.failures` counts it (``prewarm_tls_reloads_total{result="failed"}``).
-  The set is tried again when its files change again. A new pair is logged at INFO with its
+  The set is tried again when its files' bytes change again. A new pair is logged at INFO with its
   ``notAfter``.
 - Connections already open keep the certificate they were opened with.
 
@@ -44,7 +45,7 @@ from cryptography.hazmat.primitives import serialization
 
 from forecaster.exceptions import ConfigError, shown
 from serving.settings import TLS_CHECK_INTERVAL, ServingSettings, how_to_set
-from training.sources.files import Stamp, read_small, stamp
+from training.sources.files import read_small
 
 __all__ = ["CertificatePair", "ServingCertificate"]
 
@@ -112,7 +113,7 @@ class ServingCertificate:
     client_ca : Path or None, default None
         PEM CA that client certificates must chain to (``client_ca``).
     check_interval : float, default TLS_CHECK_INTERVAL
-        Seconds between two looks at the files' stamps; 0 looks at every call of
+        Seconds between two reads of the files; 0 reads them at every call of
         :meth:`current`, that is at every new connection.
     clock : callable, default time.monotonic
         Seconds, for the interval.
@@ -137,13 +138,15 @@ class ServingCertificate:
         self.check_interval = check_interval
         self._clock = clock
         self._lock = threading.Lock()
-        self._stamps = _stamps(self._files)
         try:
-            self._pair = _load(self._files)
+            contents = _read_all(self._files)
+            self._pair = _load(self._files, contents)
         except CertificateFileError as exc:
             raise ConfigError(
                 f"`{exc.setting}` ({how_to_set(exc.setting)}) {shown(str(exc.path))} {exc}"
             ) from None
+        self._seen: _Contents | tuple[str, str] = contents
+        """The files' bytes last looked at, or the setting and reason they could not be read."""
         self._checked_at = clock()
         self.reloads = 0
         """New pairs taken since the start."""
@@ -237,14 +240,21 @@ class ServingCertificate:
         connection.context = self.current().context
 
     def _reload_if_changed(self) -> None:
-        stamps = _stamps(self._files)
-        if stamps == self._stamps:
-            return
-        # Stamps are taken before the files are read: a change while they are read moves
-        # them again, and the next look reads the files again.
-        self._stamps = stamps
         try:
-            pair = _load(self._files)
+            contents = _read_all(self._files)
+        except CertificateFileError as exc:
+            # A file missing or unreadable is warned about once, until that changes.
+            if self._seen != (exc.setting, exc.reason):
+                self._seen = (exc.setting, exc.reason)
+                self._refused(exc.setting, exc.path, exc.reason)
+            return
+        served = (self._pair.certificate, self._pair.key, self._pair.client_ca)
+        if contents in (self._seen, served):  # refused already, or back to the served set
+            self._seen = contents
+            return
+        self._seen = contents
+        try:
+            pair = _load(self._files, contents)
         except CertificateFileError as exc:
             self._refused(exc.setting, exc.path, exc.reason)
         except Exception as exc:  # a handshake must never fail over a reload
@@ -271,8 +281,8 @@ class ServingCertificate:
         )
 
 
-def _stamps(files: _Files) -> tuple[Stamp, ...]:
-    return tuple(stamp(path) for _, path in files.named())
+_Contents = tuple[bytes, bytes, bytes | None]
+"""The bytes of ``tls_cert``, ``tls_key`` and ``client_ca`` (None when unset), as read."""
 
 
 def _read(setting: str, path: Path) -> bytes:
@@ -282,11 +292,17 @@ def _read(setting: str, path: Path) -> bytes:
         raise CertificateFileError(setting, path, f"cannot be read: {exc.strerror}") from None
 
 
-def _load(files: _Files) -> CertificatePair:
-    """Read and check the files; raise :class:`CertificateFileError` naming the first fault."""
+def _read_all(files: _Files) -> _Contents:
     certificate = _read("tls_cert", files.cert)
     key = _read("tls_key", files.key)
     client_ca = None if files.client_ca is None else _read("client_ca", files.client_ca)
+    return certificate, key, client_ca
+
+
+def _load(files: _Files, contents: _Contents) -> CertificatePair:
+    """Check the files' ``contents``; raise :class:`CertificateFileError` naming the first
+    fault."""
+    certificate, key, client_ca = contents
     chain = _certificates("tls_cert", files.cert, certificate)
     _check_key("tls_key", files, key, chain[0])
     if files.client_ca is not None and client_ca is not None:

@@ -408,6 +408,37 @@ def test_the_files_are_looked_at_once_per_interval(
     assert certificate.reloads == 1
 
 
+def test_a_rewrite_that_stat_does_not_show_is_taken(
+    tmp_path: Path, old: Generation, new: Generation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files rewritten in place within one tick of the filesystem's clock, at the same size,
+    show the same times, size and inode: a filesystem whose ``stat`` never moves stands for
+    that. The new bytes are taken all the same, the refused ones once, and a set back to the
+    served one is not a reload."""
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert.write_bytes(old.server.certificate_pem())
+    key.write_bytes(old.server.key_pem())
+    first: dict[str, os.stat_result] = {}
+    real_stat = os.stat
+
+    def frozen(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        return first.setdefault(os.fspath(path), real_stat(path, *args, **kwargs))
+
+    monkeypatch.setattr(os, "stat", frozen)
+    certificate = ServingCertificate(cert, key, check_interval=0)
+    key.write_bytes(new.server.key_pem())  # a key of another certificate: refused, once
+    for _ in range(2):
+        assert certificate.current().certificate == old.server.certificate_pem()
+    assert (certificate.failures, certificate.reloads) == (1, 0)
+    key.write_bytes(old.server.key_pem())  # back to the served pair
+    assert certificate.current().key == old.server.key_pem()
+    assert certificate.reloads == 0
+    cert.write_bytes(new.server.certificate_pem())
+    key.write_bytes(new.server.key_pem())
+    assert certificate.current().certificate == new.server.certificate_pem()
+    assert (certificate.failures, certificate.reloads) == (1, 1)
+
+
 def test_a_bad_pair_at_start_is_a_config_error_naming_the_setting(
     tmp_path: Path, old: Generation, new: Generation
 ) -> None:
