@@ -10,11 +10,11 @@ writes it), and a ``kustomization.yaml`` installing deploy/base with it. What el
 
 - ``hpa``: a patch setting the APIService's ``caBundle`` to that CA, and the APIService
   component (the HPA-only install without cert-manager). After the front-proxy ConfigMap
-  (docs/install.md, step 1), ``kubectl apply -k install`` is the whole install.
+  (docs/install.md, step 1), :data:`APPLY` ``-k install`` is the whole install.
 - ``keda``: the Secret ``prewarm-grpc-client``, a client certificate of the same CA for
   KEDA's gRPC scaler (what deploy/overlays/keda has cert-manager issue), and the KEDA
   component (no APIService: KEDA owns it). After the token Secret (docs/install.md, "With
-  KEDA"), ``kubectl apply -k install`` is the whole install.
+  KEDA"), :data:`APPLY` ``-k install`` is the whole install.
 
 The private keys stay in ``--out`` (mode 0600): keep that folder out of version control.
 """
@@ -231,6 +231,13 @@ class Kind:
     # What to do before `kubectl apply -k` (and after it, ``then``), as printed.
     first: str
     then: str = ""
+
+
+APPLY = "kubectl apply --server-side --force-conflicts"
+"""How the folder is applied. Server-side: a client-side apply keeps what it applied, private
+keys included, in each object's ``kubectl.kubernetes.io/last-applied-configuration``
+annotation, which ``kubectl describe`` prints. ``--force-conflicts`` takes the fields over
+from an earlier client-side apply of the folder."""
 
 
 KINDS: dict[str, Kind] = {
@@ -461,6 +468,6 @@ def certs(
         + (f" and {extra} name(s) of --dns" if extra else "")
     )
     click.echo(install.first)
-    click.echo(f"Install: kubectl apply -k {out}")
+    click.echo(f"Install: {APPLY} -k {out}")
     if install.then:
         click.echo(install.then)

@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives import serialization
 
 from prewarm.certs import (
     APISERVICE_CHECK,
+    APPLY,
     CLIENT_FILE,
     KUSTOMIZATION,
     PATCH_FILE,
@@ -54,7 +55,7 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("certs") / "install"
     result = CliRunner().invoke(cli, ["certs", "--out", str(out), "--deploy", str(DEPLOY)])
     assert result.exit_code == 0, result.output
-    assert f"kubectl apply -k {out}" in result.output
+    assert f"{APPLY} -k {out}" in result.output
     # The folder replaces the cluster's external metrics APIService: who serves it is
     # checked before the install line
     assert 0 <= result.output.find(APISERVICE_CHECK) < result.output.index("Install:")
@@ -369,7 +370,7 @@ def test_the_keda_folder_prints_the_keda_steps(keda_install: tuple[Path, str]) -
     assert f"Wrote {out / SECRET_FILE}, {out / CLIENT_FILE}, {out / KUSTOMIZATION}" in output
     # KEDA keeps the APIService: nothing to check about who serves it
     assert APISERVICE_CHECK not in output and "prewarm-front-proxy" not in output
-    install = output.index(f"Install: kubectl apply -k {out}")
+    install = output.index(f"Install: {APPLY} -k {out}")
     # the token Secret the serving pods mount is made before the install, the Secrets are
     # copied to the workloads after it
     assert 0 <= output.find("Secret prewarm-serve-token") < install

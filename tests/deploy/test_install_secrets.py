@@ -36,8 +36,9 @@ SERVING_MD = ROOT / "docs" / "serving.md"
 # `create` runs the real kubectl client-side (it builds the object without a cluster) and
 # records the mode of each file it read: with --dry-run=client it prints the object, without
 # it stores the object, refusing one that exists, as kubectl does. `apply -f -` stores the
-# objects read from stdin, replacing any of the same kind, namespace and name; `apply -k`
-# (the install itself) is only logged.
+# objects read from stdin, replacing any of the same kind, namespace and name, and refuses a
+# Secret applied client-side (its data would stay in the last-applied annotation);
+# `apply -k` (the install itself) is only logged.
 FAKE_KUBECTL = """
 import base64, fcntl, json, os, stat, subprocess, sys
 import yaml
@@ -106,10 +107,15 @@ elif verb == "create":
     if done.returncode:
         sys.exit(done.stderr)
     store([json.loads(done.stdout)], replace=False)
-elif verb == "apply" and args[1:] == ["-f", "-"]:
+elif verb == "apply" and args[-2:] == ["-f", "-"]:
+    server_side = args[1:-2] == ["--server-side", "--force-conflicts"]
+    if not server_side and args[1:-2]:
+        sys.exit(f"the stand-in kubectl does not know {args}")
     objects = [o for o in yaml.safe_load_all(sys.stdin) if o]
     if not objects:
         sys.exit("error: no objects passed to apply")
+    if not server_side and any(o["kind"] == "Secret" for o in objects):
+        sys.exit("a Secret applied client-side keeps its data in an annotation")
     store(objects, replace=True)
 elif verb == "apply" and args[1] == "-k":
     pass  # the install itself: not modelled

@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from prewarm.certs import APISERVICE_CHECK, issue, new_ca, secret_manifest
+from prewarm.certs import APISERVICE_CHECK, APPLY, issue, new_ca, secret_manifest
 from prewarm.services import NAMESPACE, SERVICE, host, service_names
 from serving.wire import k8s
 from tests.deploy.rendered import (
@@ -319,7 +319,7 @@ def test_install_md_checks_who_serves_the_apiservice_before_each_install_replaci
     # prometheus-adapter, Datadog or KEDA's metrics server may own the group already: the
     # default install and the `prewarm certs` folder replace their APIService
     text = (ROOT / "docs" / "install.md").read_text()
-    for install in ("kubectl apply -k deploy/\n", "kubectl apply -k prewarm-install\n"):
+    for install in ("kubectl apply -k deploy/\n", f"{APPLY} -k prewarm-install\n"):
         places = [m.start() for m in re.finditer(re.escape(install), text)]
         assert places, install
         for at in places:
