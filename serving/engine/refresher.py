@@ -37,6 +37,7 @@ import pandas as pd
 
 from forecaster.capacity import check_plan, check_plan_row
 from forecaster.workload import WorkloadPolicy
+from serving.engine import heap
 from serving.engine.drift import policy_drift
 from serving.engine.models import ModelWatcher
 from serving.engine.observability import REFUSAL_LOG_INTERVAL, ServingMetrics, Throttle
@@ -273,6 +274,7 @@ class Refresher:
             self.metrics.refresh_duration.observe(elapsed)
             result = "failed" if not forecasts else ("partial" if problems else "ok")
             self.metrics.refreshes.labels(result).inc()
+        heap.trim()  # what the refresh built and dropped, back to the operating system
         return snapshot
 
     def _count_refused(self, outcome: FetchOutcome) -> None:
