@@ -14,6 +14,7 @@ times a second, and a line for each would bury every other line and fill the dis
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import threading
 import time
@@ -395,10 +396,17 @@ class ServingMetrics:
         The refresher calls it for every workload when it starts: made at the first scoring
         instead, 10,000 workloads' series took about 0.3 s of the interpreter lock in one
         refresh, a stall of the requests served beside it (``benchmarks/serving_latency.py``).
-        The last error's gauge is left out: at 0 it would read as a perfect forecast.
+        The last error's gauge starts at NaN, no forecast scored yet: at 0 it would read as a
+        perfect forecast, and a comparison with NaN never fires an alert.
         """
         self.refused_values.labels(workload)
         self._accuracy_of(workload)
+        self._last_error_of(workload).set(math.nan)
+
+    def _last_error_of(self, workload: str) -> Any:
+        if workload not in self._last_error:
+            self._last_error[workload] = self.last_abs_error.labels(workload)
+        return self._last_error[workload]
 
     def _accuracy_of(self, workload: str) -> tuple[Any, Any, Any]:
         if workload not in self._accuracy:
@@ -439,9 +447,7 @@ class ServingMetrics:
             pinball.observe(losses[i])
             if covered[i]:
                 hits.inc()
-            if workload not in self._last_error:  # made at the first error: 0 reads as perfect
-                self._last_error[workload] = self.last_abs_error.labels(workload)
-            self._last_error[workload].set(errors[i])
+            self._last_error_of(workload).set(errors[i])
 
     def set_model(self, name: str, version: str) -> None:
         """Point ``prewarm_model_info`` at the served version."""

@@ -88,7 +88,8 @@ def test_every_workload_s_counted_series_start_at_zero_before_the_first_refresh(
     now: pd.Timestamp,
 ) -> None:
     """Made at the first scoring, 10,000 workloads' series held the interpreter lock for
-    about 0.3 s in the middle of serving; the last error's gauge waits for a real error."""
+    about 0.3 s in the middle of serving; the last error's gauge is NaN until a forecast is
+    scored (0 would read as a perfect forecast)."""
     refresher, _, _ = build(now)
     assert refresher.metrics is not None
     exported = generate_latest(refresher.metrics.registry).decode()
@@ -101,7 +102,7 @@ def test_every_workload_s_counted_series_start_at_zero_before_the_first_refresh(
             "prewarm_forecast_abs_error_count",
         ):
             assert f"{series}{label} 0.0\n" in exported, series
-        assert f"prewarm_forecast_last_abs_error{label}" not in exported
+        assert f"prewarm_forecast_last_abs_error{label} NaN\n" in exported
 
 
 def test_scored_forecasts_are_counted_per_workload_at_its_own_quantile(
