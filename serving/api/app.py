@@ -188,6 +188,22 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     return _status_response(400, k8s.status_body(400, f"bad request: {problems}"))
 
 
+def _warn_open(settings: ServingSettings) -> None:
+    """Say at start that no caller is authenticated (no token, no client CA), and how to
+    change it: anyone who reaches the ports reads every workload's forecast, and can hold
+    every stream slot of the gRPC scaler."""
+    grpc = settings.grpc_port is not None
+    logger.warning(
+        "no token and no client CA: the KEDA metrics-api endpoints%s answer any caller that "
+        "reaches them, who can read every workload's forecast%s; set --token-file, or "
+        "--client-ca with TLS, or admit only KEDA to the ports (the KEDA overlay's "
+        "NetworkPolicy does)",
+        " and the gRPC external scaler" if grpc else "",
+        " and hold all of the gRPC scaler's stream slots" if grpc else "",
+        extra={"port": settings.port, "grpc_port": settings.grpc_port},
+    )
+
+
 def create_app(settings: ServingSettings, components: ServingComponents) -> PrewarmApp:
     """Build the FastAPI app; the lifespan starts the refresher and the gRPC server.
 
@@ -221,6 +237,8 @@ def create_app(settings: ServingSettings, components: ServingComponents) -> Prew
                 "Metrics API, KEDA metrics-api and gRPC scaler answer 503 / UNAVAILABLE, so "
                 "autoscalers hold"
             )
+        if not runtime.verifier.enabled and not (certificate and certificate.verifies_clients):
+            _warn_open(settings)
         grpc_server: GrpcServer | None = None
         if settings.grpc_port is not None:
             grpc_server = GrpcServer(
