@@ -188,17 +188,17 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     return _status_response(400, k8s.status_body(400, f"bad request: {problems}"))
 
 
-def _warn_open(settings: ServingSettings) -> None:
-    """Say at start that no caller is authenticated (no token, no client CA), and how to
-    change it: anyone who reaches the ports reads every workload's forecast, and can hold
-    every stream slot of the gRPC scaler."""
-    grpc = settings.grpc_port is not None
+def _warn_open(settings: ServingSettings, *, grpc_open: bool) -> None:
+    """Say at start what answers callers without a token, and how to change it: anyone who
+    reaches the HTTP port reads every workload's forecast and explanation, and, with no client
+    CA either, can hold every stream slot of the gRPC scaler."""
+    grpc = grpc_open and settings.grpc_port is not None
     logger.warning(
-        "no token and no client CA: the KEDA metrics-api endpoints%s answer any caller that "
-        "reaches them, who can read every workload's forecast%s; set --token-file, or "
-        "--client-ca with TLS, or admit only KEDA to the ports (the KEDA overlay's "
-        "NetworkPolicy does)",
-        " and the gRPC external scaler" if grpc else "",
+        "no token: the KEDA metrics-api, /v1/workloads and explain endpoints%s answer any "
+        "caller that reaches them, who can read every workload's forecast and policy%s; set "
+        "--token-file (PREWARM_TOKEN_FILE), or admit only KEDA and the API server to the "
+        "ports (docs/install.md, Network policy)",
+        " and the gRPC external scaler (no client CA either)" if grpc else "",
         " and hold all of the gRPC scaler's stream slots" if grpc else "",
         extra={"port": settings.port, "grpc_port": settings.grpc_port},
     )
@@ -237,8 +237,8 @@ def create_app(settings: ServingSettings, components: ServingComponents) -> Prew
                 "Metrics API, KEDA metrics-api and gRPC scaler answer 503 / UNAVAILABLE, so "
                 "autoscalers hold"
             )
-        if not runtime.verifier.enabled and not (certificate and certificate.verifies_clients):
-            _warn_open(settings)
+        if not runtime.verifier.enabled:
+            _warn_open(settings, grpc_open=not (certificate and certificate.verifies_clients))
         grpc_server: GrpcServer | None = None
         if settings.grpc_port is not None:
             grpc_server = GrpcServer(
