@@ -4,8 +4,9 @@
    generator in another process (``wrk`` when installed, otherwise an async httpx client)
    requests the External Metrics API value of ``prewarm_desired_replicas`` over 64
    concurrent connections.
-   Reported: p50 / p99 latency, requests per second and, after the load, the resident
-   memory of the server (its process and the planning child). The workloads, the model and
+   Reported: p50 / p99 latency, requests per second and the resident memory of the server
+   (its process and the planning child), after the load and its peak during it (sampled
+   every 10 ms: the moment the child plans). The workloads, the model and
    the in-memory source are built once by the benchmark's process and handed to each server
    (spawned, so none of that building stays in its memory).
    Measured twice: with the data not moving, and while the refresher plans every workload
@@ -37,6 +38,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -333,6 +335,29 @@ def load_httpx(url: str, duration: int) -> dict[str, Any]:
     }
 
 
+class PeakMemory:
+    """The largest :func:`rss_bytes` of ``pid``'s processes while the block runs, read every
+    ``every`` seconds by a thread of this process: the server's memory at rest after the
+    load misses the moment its planning child plans, when both hold the most."""
+
+    def __init__(self, pid: int, every: float = 0.01) -> None:
+        self.pid, self.every, self.mib = pid, every, 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._done.wait(self.every):
+            self.mib = max(self.mib, rss_bytes(self.pid) / MIB)
+
+
 def latency(fixture: Fixture, duration: int, refresh_every: float | None = None) -> dict[str, Any]:
     port = free_port()
     # Not a daemon: the server starts its planning child process, which daemons may not.
@@ -345,9 +370,10 @@ def latency(fixture: Fixture, duration: int, refresh_every: float | None = None)
         url = metric_url(port)
         load = load_wrk if shutil.which("wrk") else load_httpx
         load(url, 2)  # warm-up
-        result = load(url, duration)
         assert server.pid is not None
-        return {**result, "rss_mib": rss_bytes(server.pid) / MIB}
+        with PeakMemory(server.pid) as peak:
+            result = load(url, duration)
+        return {**result, "rss_mib": rss_bytes(server.pid) / MIB, "peak_mib": peak.mib}
     finally:
         server.terminate()
         server.join(timeout=10)
@@ -438,6 +464,10 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return ordered[(len(ordered) - 1) // 2]
 
 
+def _mib(value: float) -> str:
+    return f"{value:,.0f} MiB"
+
+
 def _met(ok: bool) -> str:
     return "yes" if ok else "NO"
 
@@ -510,7 +540,8 @@ def main() -> None:
                 "0",
                 _met(result["errors"] == 0),
             ),
-            (f"server memory after the load{label}", f"{result['rss_mib']:,.0f} MiB", "", ""),
+            (f"server memory after the load{label}", _mib(result["rss_mib"]), "", ""),
+            (f"server memory, peak during the load{label}", _mib(result["peak_mib"]), "", ""),
         ]
     rows += [
         (
@@ -567,7 +598,9 @@ def main() -> None:
         + (
             _reading(scenarios[1][1]) + "\nServer memory: resident memory of the server "
             "process and its planning child, read from /proc at the end of the median run's "
-            "load.\n\n"
+            "load, and the largest such reading every 10 ms during it (the peak: while the "
+            "child plans, both hold the most). Each process's shared libraries count in "
+            "each, as in its own resident memory.\n\n"
             if scenarios
             else ""
         )
