@@ -15,6 +15,7 @@ from prewarm.options import (
     Duration,
     Durations,
     OutputFile,
+    OutputFolder,
     PositiveNumber,
     given_names,
     stage_progress,
@@ -148,7 +149,7 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
     "the config's model.params.",
 )
 @click.option("--json", "json_path", type=OutputFile())
-@click.option("--report-dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--report-dir", type=OutputFolder())
 def backtest(
     data: Path | None,
     config_path: Path | None,

@@ -100,16 +100,24 @@ class OutputFile(click.ParamType):
 
 
 class OutputFolder(click.Path):
-    """A folder a command writes into; an empty value (an unset shell variable) is refused,
-    not taken for the working directory (a repository's, say, where files would land)."""
+    """A folder a command writes into, checked before any work: an empty value (an unset shell
+    variable) is refused, not taken for the working directory (a repository's, say, where
+    files would land), and so is one that could not be made (under a file) or written."""
 
     def __init__(self) -> None:
         super().__init__(file_okay=False, path_type=Path)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        label = _flag(param, "folder")
         if isinstance(value, str) and not value.strip():
-            self.fail(f"{_flag(param, 'folder')} names no folder, got {value!r}", param, ctx)
-        return super().convert(value, param, ctx)
+            self.fail(f"{label} names no folder, got {value!r}", param, ctx)
+        path = Path(os.fsdecode(super().convert(value, param, ctx)))
+        folder = next((p for p in path.absolute().parents if p.exists()), Path("/"))
+        if not path.exists() and not folder.is_dir():
+            self.fail(f"{label} {str(value)[:120]!r}: {str(folder)!r} is a file", param, ctx)
+        if not os.access(path if path.exists() else folder, os.W_OK):
+            self.fail(f"{label} {str(value)[:120]!r} cannot be written here", param, ctx)
+        return path
 
 
 SEED = click.IntRange(0, 2**31 - 1)

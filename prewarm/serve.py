@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,25 +33,17 @@ def build_components(
 ) -> Any:
     """Read the config file and assemble the serving components (source, registry, config);
     with ``shard`` (a :class:`serving.shards.Shard`), for its workloads only."""
-    from forecaster.exceptions import ConfigError
     from serving.api.runtime import ServingComponents
     from serving.engine.models import MlflowRegistry
     from serving.settings import refresh_config_from_project
     from training.config import load_config
-    from training.settings import missing_sqlite_store, resolve_tracking_uri
+    from training.settings import require_store, resolve_tracking_uri
     from training.sources import make_source
 
     config = load_config(config_path)
     source_config = config.source
     uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
-    missing = missing_sqlite_store(uri)
-    if missing is not None:
-        # Opening it would create it, folders and all, and serve "no champion yet" forever.
-        raise ConfigError(
-            f"the MLflow store {str(missing)!r} of tracking URI {uri!r} does not exist: "
-            "serving reads the champion registered there and creates no store (check the "
-            "path, or run `prewarm train` first)"
-        )
+    require_store(uri, "serving")
     return ServingComponents(
         config=refresh_config_from_project(config, shard),
         source_factory=lambda: make_source(source_config.type, source_config),
@@ -244,17 +237,32 @@ def serve(
     _run(app, settings)
 
 
+def _stopped(signum: int, frame: Any) -> None:
+    raise SystemExit(ExitCode.OK)
+
+
 def _run(app: Any, settings: ServingSettings) -> None:
-    """Serve until stopped; a server that could not start exits 1, not uvicorn's 3 (which
-    prewarm's table gives to data errors)."""
+    """Serve until stopped, then exit 0; a server that could not start exits 1, not
+    uvicorn's 3 (which prewarm's table gives to data errors).
+
+    uvicorn shuts down gracefully on SIGTERM or Ctrl-C, then raises the signal again for
+    the handler it found: the default one would end the process by SIGTERM (143 in a shell)
+    and Ctrl-C's KeyboardInterrupt would print "Aborted!" and exit 1. A stop asked for is
+    exit 0, as the exit-code table says.
+    """
     import uvicorn
     from uvicorn.config import STARTUP_FAILURE
 
     from serving.api.app import uvicorn_config
 
+    previous = signal.signal(signal.SIGTERM, _stopped)
     try:
         uvicorn.Server(uvicorn_config(app, settings)).run()
+    except KeyboardInterrupt:
+        return
     except SystemExit as exc:
         if exc.code != STARTUP_FAILURE:
             raise
         fail("the server did not start: the log above says why", ExitCode.FAILURE)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -450,9 +450,10 @@ def _inputs(
 
 def _champion(config: TrainConfig, tracking_uri: str | None) -> LoadedModel:
     from training.registry import load_champion
-    from training.settings import resolve_tracking_uri
+    from training.settings import require_store, resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
+    require_store(uri, "shadow-report")
     return load_champion(config.mlflow.registered_model, uri)
 
 

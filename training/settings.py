@@ -133,6 +133,25 @@ def missing_sqlite_store(tracking_uri: str) -> Path | None:
     return None if path is None or path.exists() else path
 
 
+def require_store(tracking_uri: str, reader: str) -> None:
+    """Refuse a SQLite store that does not exist before ``reader`` (the command, as a user
+    reads it) opens it: opening would create it, folders and all, and report "no champion"
+    ever after.
+
+    Raises
+    ------
+    ConfigError
+        Naming the missing file and the (redacted) URI.
+    """
+    missing = missing_sqlite_store(tracking_uri)
+    if missing is not None:
+        raise ConfigError(
+            f"the MLflow store {str(missing)!r} of tracking URI {redact(tracking_uri)!r} does "
+            f"not exist: {reader} reads the champion registered there and creates no store "
+            "(check the path, or run `prewarm train` first)"
+        )
+
+
 def _sqlite_path(tracking_uri: str) -> Path | None:
     """The database file of a SQLite tracking URI; None when not SQLite or in memory."""
     if not tracking_uri.startswith(_SQLITE_PREFIX):

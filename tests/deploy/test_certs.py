@@ -338,14 +338,16 @@ def test_a_folder_that_is_not_deploy_is_a_clear_usage_error(tmp_path: Path) -> N
     assert not (tmp_path / "out").exists()  # nothing half-written
 
 
-def test_an_unwritable_folder_exits_1_without_a_traceback(tmp_path: Path) -> None:
+def test_a_folder_under_a_file_is_refused_before_any_certificate_is_made(
+    tmp_path: Path,
+) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     result = CliRunner().invoke(
         cli, ["certs", "--out", str(blocker / "out"), "--deploy", str(DEPLOY)]
     )
-    assert result.exit_code == 1, result.output
-    assert f"`--out` '{blocker / 'out'}'" in result.output
+    assert result.exit_code == 2, result.output  # a flag no run can satisfy, as --json
+    assert f"--out '{blocker / 'out'}': '{blocker}' is a file" in result.output
     assert "Traceback" not in result.output
     assert isinstance(result.exception, SystemExit)  # exited, did not raise
 

@@ -256,3 +256,15 @@ def test_flags_no_run_can_satisfy_are_refused_before_it(trace, tmp_path, flag, v
     result = CliRunner().invoke(cli, ["evaluate", str(trace), "--models", "ewma", flag, given])
     assert result.exit_code == code, result.output
     assert named in result.output and "Traceback" not in result.output
+
+
+def test_a_report_folder_no_run_could_write_is_refused_before_the_backtest(trace, tmp_path):
+    """It ran the whole backtest, then failed on NotADirectoryError."""
+    (tmp_path / "file").write_text("")
+    report_dir = str(tmp_path / "file" / "r")
+    result = CliRunner().invoke(
+        cli, ["backtest", str(trace), "--cold-start", "5m", "--report-dir", report_dir]
+    )
+    assert result.exit_code == 2, result.output
+    assert "--report-dir" in result.output and "is a file" in result.output
+    assert "Traceback" not in result.output

@@ -3,10 +3,14 @@ line naming the flag or variable, exit code 2, and no server, no store, no trace
 
 from __future__ import annotations
 
+import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 from click.testing import CliRunner, Result
@@ -16,6 +20,7 @@ from prewarm.cli import cli
 from prewarm.exit_codes import ExitCode
 from tests.prewarm.test_exit_codes import files_config, trace
 from tests.serving.pki import VALID_DAYS, VALID_FROM, write_issued
+from tests.serving.support import wait_until
 from training.sources.files import SMALL_FILE_LIMIT
 
 
@@ -161,3 +166,37 @@ def test_a_missing_sqlite_store_is_named_and_not_created(serve: Any, tmp_path: P
     store = tmp_path / "nonexist" / "mlflow.db"
     _refused(serve("--tracking-uri", f"sqlite:///{store}"), f"MLflow store '{store}'")
     assert not store.parent.exists()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_server_asked_to_stop_exits_0(tmp_path: Path, stop: signal.Signals) -> None:
+    """uvicorn raises the stop signal again once it has shut down: the process ended by
+    SIGTERM (143) and Ctrl-C printed "Aborted!" with exit 1, where the table says 0."""
+    from training.store import store_client
+
+    config = files_config(tmp_path, trace(tmp_path / "demand.csv", days=1))
+    store_client(f"sqlite:///{tmp_path / 'mlflow.db'}").search_registered_models()  # empty
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from prewarm.cli import main; main()", "serve", "--config",
+         str(config), "--port", str(port), "--grpc-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: _answers(port, process), timeout=60, every=0.2)
+        process.send_signal(stop)
+        output, _ = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 0, output.decode()[-2000:]
+    assert b"Aborted!" not in output and b"Traceback" not in output
+
+
+def _answers(port: int, process: subprocess.Popen[bytes]) -> bool:
+    assert process.poll() is None, "prewarm serve exited before it answered"
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -61,7 +61,24 @@ def test_bad_input_is_refused_naming_it(
     assert "Traceback" not in outcome.output
 
 
+def test_a_missing_store_is_named_and_not_created(tmp_path: Path) -> None:
+    """Opening it used to create it, folders and all, then report "no champion" there."""
+    store = tmp_path / "nowhere" / "mlflow.db"
+    outcome = invoke(
+        tmp_path,
+        {"source": PROMETHEUS, "workloads": [WORKLOAD]},
+        "--tracking-uri",
+        f"sqlite:///{store}",
+    )
+    assert outcome.exit_code == EXIT_CONFIG, outcome.output
+    assert f"MLflow store '{store}'" in outcome.output and "prewarm train" in outcome.output
+    assert not store.parent.exists()
+
+
 def test_without_a_champion_it_says_to_train_first(tmp_path: Path) -> None:
+    from training.store import store_client
+
+    store_client(f"sqlite:///{tmp_path / 'mlflow.db'}").search_registered_models()  # empty
     outcome = invoke(tmp_path, {"source": PROMETHEUS, "workloads": [WORKLOAD]})
     assert outcome.exit_code == EXIT_FAILURE, outcome.output
     assert "prewarm train" in outcome.output
