@@ -90,12 +90,7 @@ class OutputFile(click.ParamType):
         label = _flag(param, "file")
         if path.is_dir():
             self.fail(f"{label} {str(value)[:120]!r} is a folder, not a file", param, ctx)
-        folder = next((p for p in path.absolute().parents if p.exists()), Path("/"))
-        if not folder.is_dir():
-            self.fail(f"{label} {str(value)[:120]!r}: {str(folder)!r} is a file", param, ctx)
-        writable = os.access(path, os.W_OK) if path.exists() else os.access(folder, os.W_OK)
-        if not writable:
-            self.fail(f"{label} {str(value)[:120]!r} cannot be written here", param, ctx)
+        _check_writable(self, path, label, param, ctx)
         return path
 
 
@@ -112,12 +107,24 @@ class OutputFolder(click.Path):
         if isinstance(value, str) and not value.strip():
             self.fail(f"{label} names no folder, got {value!r}", param, ctx)
         path = Path(os.fsdecode(super().convert(value, param, ctx)))
-        folder = next((p for p in path.absolute().parents if p.exists()), Path("/"))
-        if not path.exists() and not folder.is_dir():
-            self.fail(f"{label} {str(value)[:120]!r}: {str(folder)!r} is a file", param, ctx)
-        if not os.access(path if path.exists() else folder, os.W_OK):
-            self.fail(f"{label} {str(value)[:120]!r} cannot be written here", param, ctx)
+        _check_writable(self, path, label, param, ctx)
         return path
+
+
+def _check_writable(
+    kind: click.ParamType,
+    path: Path,
+    label: str,
+    param: click.Parameter | None,
+    ctx: click.Context | None,
+) -> None:
+    """Fail unless ``path`` can be written, or made and written: its nearest existing folder
+    is a folder (not a file), and the path (or that folder) is writable."""
+    folder = next((p for p in path.absolute().parents if p.exists()), Path("/"))
+    if not path.exists() and not folder.is_dir():
+        kind.fail(f"{label} {str(path)[:120]!r}: {str(folder)!r} is a file", param, ctx)
+    if not os.access(path if path.exists() else folder, os.W_OK):
+        kind.fail(f"{label} {str(path)[:120]!r} cannot be written here", param, ctx)
 
 
 SEED = click.IntRange(0, 2**31 - 1)

@@ -257,8 +257,7 @@ class ServingMetrics:
     ) -> None:
         self.refusal_log = refusal_log or Throttle(REFUSAL_LOG_INTERVAL)
         # Each workload's accuracy series, looked up once (see score_many).
-        self._accuracy: dict[str, tuple[Any, Any, Any]] = {}
-        self._last_error: dict[str, Any] = {}
+        self._accuracy: dict[str, tuple[Any, Any, Any, Any]] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         registry = self.registry
         self.refresh_duration = Histogram(
@@ -400,20 +399,16 @@ class ServingMetrics:
         perfect forecast, and a comparison with NaN never fires an alert.
         """
         self.refused_values.labels(workload)
-        self._accuracy_of(workload)
-        self._last_error_of(workload).set(math.nan)
+        self._accuracy_of(workload)[3].set(math.nan)
 
-    def _last_error_of(self, workload: str) -> Any:
-        if workload not in self._last_error:
-            self._last_error[workload] = self.last_abs_error.labels(workload)
-        return self._last_error[workload]
-
-    def _accuracy_of(self, workload: str) -> tuple[Any, Any, Any]:
+    def _accuracy_of(self, workload: str) -> tuple[Any, Any, Any, Any]:
+        """``workload``'s absolute error, pinball loss, covered count and last error."""
         if workload not in self._accuracy:
             self._accuracy[workload] = (
                 self.abs_error.labels(workload),
                 self.pinball.labels(workload),
                 self.covered.labels(workload),
+                self.last_abs_error.labels(workload),
             )
         return self._accuracy[workload]
 
@@ -442,12 +437,12 @@ class ServingMetrics:
             losses[at] = pinball_losses(demand[at], forecast[at], float(level))
         covered = demand <= forecast
         for i, workload in enumerate(workloads):
-            abs_error, pinball, hits = self._accuracy_of(workload)
+            abs_error, pinball, hits, last_error = self._accuracy_of(workload)
             abs_error.observe(errors[i])
             pinball.observe(losses[i])
             if covered[i]:
                 hits.inc()
-            self._last_error_of(workload).set(errors[i])
+            last_error.set(errors[i])
 
     def set_model(self, name: str, version: str) -> None:
         """Point ``prewarm_model_info`` at the served version."""
