@@ -205,6 +205,8 @@ def _walk(
 
     Each block is (the times it is fitted on, its origins)."""
     forecasts, windows, fit_seconds, predict_seconds = [], [], 0.0, 0.0
+    if progress is not None:  # before the first fit, which may log: say whose it is
+        progress(name, 0, len(blocks))
     for done, (train, block_origins) in enumerate(blocks):
         model = clone(template) if hasattr(template, "get_params") else template
         started = time.perf_counter()

@@ -174,7 +174,7 @@ def validate_frame(
     target = out[columns.target_col]
     if not allow_missing and target.isna().any():
         raise DataValidationError(
-            f"column {shown(columns.target_col, 60)} has NaN at "
+            f"column {shown(columns.target_col, 60)} has no value (an empty field or NaN) at "
             f"{_rows(target.index[target.isna()])}"
         )
     infinite = np.isinf(target.to_numpy(dtype=float))

@@ -17,7 +17,9 @@ from prewarm.options import (
     OutputFile,
     OutputFolder,
     PositiveNumber,
+    configure_logging,
     given_names,
+    log_level_option,
     stage_progress,
     user_errors,
 )
@@ -150,6 +152,7 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
 )
 @click.option("--json", "json_path", type=OutputFile())
 @click.option("--report-dir", type=OutputFolder())
+@log_level_option("INFO")
 def backtest(
     data: Path | None,
     config_path: Path | None,
@@ -176,6 +179,7 @@ def backtest(
     n_seeds: int,
     json_path: Path | None,
     report_dir: Path | None,
+    log_level: str,
 ) -> None:
     """Replay DATA through a simulated cluster under each policy and report the savings.
 
@@ -195,6 +199,7 @@ def backtest(
     """
     if (data is None) == (config_path is None):
         raise click.UsageError("give DATA or --config, not both and not neither")
+    configure_logging(log_level)
     if cold_start_sweep is not None and (config_path is not None or report_dir is not None):
         raise click.UsageError("--cold-start-sweep backtests DATA and writes --json only")
     if config_path is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ from prewarm.options import (
     Duration,
     OutputFile,
     PositiveNumber,
+    configure_logging,
     console,
     given_names,
+    log_level_option,
     progress_bar,
     user_errors,
 )
@@ -55,6 +58,27 @@ def window_cells(horizon_seconds: int, hold_seconds: int, step: int) -> tuple[in
     whose maximum a plan sizes for."""
     first = horizon_cells(horizon_seconds, step)
     return first, first + math.ceil(hold_seconds / step)
+
+
+class ModelNamed(logging.Filter):
+    """Names the model being evaluated in what its fits log, and passes each of its
+    messages once: every model fitting boosters said the same note without its name, and
+    each model once per refit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model: str | None = None
+        self._said: set[tuple[str, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.model is None or not record.name.startswith("forecaster"):
+            return True
+        message = record.getMessage()
+        if (self.model, message) in self._said:
+            return False
+        self._said.add((self.model, message))
+        record.msg, record.args = f"{self.model}: {message}", None
+        return True
 
 
 def window_horizons(window: tuple[int, int]) -> tuple[int, ...]:
@@ -358,6 +382,7 @@ def _cell(entry: dict[str, Any], path: tuple[str, ...], fmt: str) -> Cell:
     default=None,
     help="Also write the report as JSON here.",
 )
+@log_level_option("INFO")
 def evaluate(
     data: Path,
     value_col: str | None,
@@ -368,6 +393,7 @@ def evaluate(
     hold: int,
     models: str | None,
     json_path: Path | None,
+    log_level: str,
 ) -> None:
     """Rolling-origin evaluation of forecast models on DATA (CSV or Parquet).
 
@@ -381,10 +407,15 @@ def evaluate(
     under the model's "missing". A seasonal model whose season is longer than the history
     before the scored span is skipped, and the report says why.
     """
+    configure_logging(log_level)
+    named = ModelNamed()
+    for handler in logging.getLogger("forecaster").handlers:
+        handler.addFilter(named)
     with user_errors(), progress_bar() as bar:
         tasks: dict[str, Any] = {}
 
         def callback(name: str, done: int, total: int) -> None:
+            named.model = name
             if name not in tasks:
                 tasks[name] = bar.add_task(f"evaluating {name}", total=total)
             bar.update(tasks[name], completed=done)

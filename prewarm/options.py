@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -192,14 +194,72 @@ def progress_bar() -> Any:
 
     from training.logs import log_console
 
+    terminal = log_console() or Console(stderr=True)
+    if not terminal.is_terminal:
+        return LoggedProgress()
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=log_console() or Console(stderr=True),
+        console=terminal,
         transient=True,
     )
+
+
+@dataclass
+class _Task:
+    description: str
+    total: float | None
+    completed: float = 0
+    said: int | None = None  # the tenth of the total last logged
+
+
+class LoggedProgress:
+    """:func:`progress_bar` where stderr is not a terminal (a CI job, a pipe to a file): a bar
+    draws nothing there until the work is done, so each task is logged (``prewarm.progress``,
+    at INFO) when it starts or is renamed, at each tenth of its total, and at its end: a
+    bounded number of lines however many steps it has.
+    """
+
+    def __init__(self) -> None:
+        self._tasks: list[_Task] = []
+        self._log = logging.getLogger("prewarm.progress")
+
+    def __enter__(self) -> LoggedProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, total: float | None = None, **_: Any) -> int:
+        self._tasks.append(_Task(description, total))
+        self._say(self._tasks[-1])
+        return len(self._tasks) - 1
+
+    def update(
+        self,
+        task_id: int,
+        *,
+        description: str | None = None,
+        completed: float | None = None,
+        total: float | None = None,
+        **_: Any,
+    ) -> None:
+        task = self._tasks[task_id]
+        if description is not None and description != task.description:
+            task.description, task.said = description, None
+        task.total = task.total if total is None else total
+        task.completed = task.completed if completed is None else completed
+        self._say(task)
+
+    def _say(self, task: _Task) -> None:
+        tenth = int(10 * task.completed // task.total) if task.total else 0
+        if task.said is not None and tenth <= task.said:
+            return
+        task.said = tenth
+        counted = f"{task.completed:g}" + (f"/{task.total:g}" if task.total else "")
+        self._log.info("%s: %s", task.description, counted)
 
 
 Progress = Callable[[str, int, int], None]

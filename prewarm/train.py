@@ -85,6 +85,7 @@ def train(
     from prewarm.config_backtest import record_tuning
     from training.compute import dask_client
     from training.config import load_config
+    from training.logs import log_console
     from training.pipeline import Outcome, run_training
     from training.settings import resolve_tracking_uri
 
@@ -118,7 +119,8 @@ def train(
         if code is ExitCode.CONFIG:
             fail(str(exc), code)
         message = f"data-source failure: {exc}" if code is ExitCode.DATA else str(exc)
-        log.error("%s", message)
+        if log_console() is None:  # JSON logs: the collector's record; a terminal reads Error:
+            log.error("%s", message)
         fail(message, code)
     click.echo(result.message)
     if result.outcome is Outcome.NOT_PROMOTED:

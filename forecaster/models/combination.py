@@ -340,13 +340,17 @@ class Combination(BaseForecaster):
         last = end - min(self.horizons) * step
         if last < cut or (time < cut).sum() < 2:
             raise NotEnoughHistoryError(
-                f"the combination's validation window ({cells} cells) leaves no "
+                f"the validation window {self._chosen_on()} ({cells} cells) leaves no "
                 f"history to fit on or no origin with a target: the data spans {time.min()} .. "
                 f"{end}"
             )
         origins = pd.date_range(cut, last, freq=step)
         keep = np.unique(np.linspace(0, len(origins) - 1, self.max_origins).round().astype(int))
         return origins[keep], cut
+
+    def _chosen_on(self) -> str:
+        """What the validation window decides, for messages (``auto`` is a combination too)."""
+        return "its weights are fitted on" if self.method == "weights" else "its model is picked on"
 
     def _span(self) -> tuple[int, int]:
         """The window of horizons a plan sizes for: the combination's first to last."""
@@ -393,7 +397,8 @@ class Combination(BaseForecaster):
         out = joined.loc[np.isfinite(numbers).all(axis=1)]  # no target observed, or no forecast
         if out.empty:
             raise NotEnoughHistoryError(
-                f"no target observed in the combination's validation window ({cut} on) with a "
+                f"no target observed in the validation window {self._chosen_on()} ({cut} on) "
+                "with a "
                 "forecast of every candidate"
             )
         panel = Panel.from_frame(clean, self.step_, columns=c)

@@ -239,15 +239,23 @@ def test_the_default_validation_window_counts_enough_windows(
     assert origins[0] == cut and len(origins) == cells - min(HORIZONS)
 
 
-def test_a_validation_window_longer_than_the_history_is_refused() -> None:
-    with pytest.raises(NotEnoughHistoryError, match="validation window \\(672 cells\\)"):
-        combination(validation_window="7d").fit(daily(days=3, seed=0, series="s"))
+@pytest.mark.parametrize(
+    ("name", "decided"),
+    [("combination", "its weights are fitted on"), ("auto", "its model is picked on")],
+)
+def test_a_validation_window_longer_than_the_history_is_refused(name: str, decided: str) -> None:
+    # auto is a combination too; its message spoke of "the combination", a model not asked for
+    match = f"the validation window {decided} \\(672 cells\\)"
+    with pytest.raises(NotEnoughHistoryError, match=match):
+        make_model(name, validation_window="7d").fit(daily(days=3, seed=0, series="s"))
 
 
 def test_a_validation_window_with_nothing_observed_is_refused() -> None:
     frame = daily(days=4, seed=0, series="s")
     frame.loc[frame["timestamp"] >= frame["timestamp"].max() - pd.Timedelta("1d"), "value"] = None
-    with pytest.raises(NotEnoughHistoryError, match="no target observed in the combination's"):
+    with pytest.raises(
+        NotEnoughHistoryError, match="no target observed in the validation window its weights"
+    ):
         combination().fit(frame)
 
 

@@ -86,3 +86,41 @@ def test_debug_shows_the_libraries_warnings(store: Path) -> None:
     result = train(store, 3, "--log-level", "DEBUG", "--no-progress")
     from_mlflow = [r for r in json_records(result.stderr) if r["logger"].startswith("mlflow")]
     assert any("CloudPickle" in r["message"] and r["level"] == "warning" for r in from_mlflow)
+
+
+def train_missing_file(store: Path, env: dict[str, str] | None = None) -> Result:
+    config = {
+        "source": {"type": "file", "files": {"chat": str(store / "nowhere.csv")}},
+        "workloads": [{"name": "chat", "capacity": {"capacity_per_replica": 8}}],
+        "mlflow": {"tracking_uri": f"sqlite:///{store / 'mlflow.db'}", "experiment": "output"},
+    }
+    path = store / "missing.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = CliRunner(env=env).invoke(cli, ["train", "--config", str(path)])
+    assert result.exit_code == 3, result.output
+    return result
+
+
+def test_on_a_terminal_a_failure_is_said_by_its_error_line_not_a_log_line_too(
+    store: Path,
+) -> None:
+    result = train_missing_file(store, env={"TTY_COMPATIBLE": "1", "COLUMNS": "200"})
+    lines = visible_lines(result.stderr)
+    assert [line for line in lines if "ERROR" in line] == []
+    assert [line for line in lines if line.startswith("Error: data-source failure")] == [
+        "Error: data-source failure: no file of the source could be read: workload 'chat': "
+        f"data file "
+        f"'{store / 'nowhere.csv'}' does not exist or is not a file"
+    ]
+
+
+def test_piped_a_failure_is_a_json_record_for_the_collector_and_progress_is_logged(
+    store: Path,
+) -> None:
+    result = train_missing_file(store)
+    records = json_records(result.stderr)
+    errors = [r["message"] for r in records if r["level"] == "error"]
+    assert len(errors) == 1 and "workload 'chat': data file" in errors[0]
+    assert "pull history: 0/6" in [
+        r["message"] for r in records if r["logger"] == "prewarm.progress"
+    ]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import numpy as np
@@ -101,7 +102,7 @@ def test_unix_seconds_parquet_and_long_files(tmp_path):
             "v.csv",
             {"value_col": "rps"},
             SourceError,
-            r"`value_col` 'rps' is not a column",
+            r"`value_col` \(--value-col\) 'rps' is not a column",
             id="unknown-column",
         ),
         pytest.param(
@@ -161,6 +162,18 @@ def test_file_errors_are_clear(tmp_path, content, name, kwargs, error, match):
             r"1 more field\(s\) than its header's 2 names",
             id="wider-than-header",
         ),
+        pytest.param(  # pandas named the line but not what it holds
+            "timestamp,value\n0,1\n\n60,2,7\n",
+            SourceError,
+            r"line 4 has 3 fields where the header has 2: '60,2,7'",
+            id="wider-line",
+        ),
+        pytest.param(  # an empty field is not a NaN anyone wrote
+            "timestamp,value\n0,1\n60\n",
+            DataValidationError,
+            r"column 'value' has no value \(an empty field or NaN\) at line 3",
+            id="timestamp-only",
+        ),
         pytest.param(  # pandas would take the first line for names: a row lost, no error
             "2019-05-01 00:00:00,0.44\n2019-05-01 00:05:00,0.43\n2019-05-01 00:10:00,0.45\n",
             SourceError,
@@ -180,6 +193,17 @@ def test_csv_errors_name_the_line_of_the_file(tmp_path, content, error, match):
     path.write_text(content)
     with pytest.raises(error, match=match):
         read_series(path)
+
+
+def test_a_wide_line_is_shown_bounded_from_a_compressed_file(tmp_path):
+    path = tmp_path / "demand.csv.gz"
+    lines = ["timestamp,value", *(f"{60 * i},{i}" for i in range(5000)), "0," + "9," * 100_000]
+    with gzip.open(path, "wt") as out:
+        out.write("\n".join(lines) + "\n")
+    with pytest.raises(SourceError, match=r"line 5002 has 100002 fields") as error:
+        read_series(path)
+    assert "'0,9,9,9," in str(error.value)
+    assert len(str(error.value)) < 400
 
 
 def test_csv_lines_without_fields_are_dropped_not_read_as_data(tmp_path):

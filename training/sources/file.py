@@ -14,8 +14,14 @@ Timestamps are ISO-8601 (naive means UTC) or Unix seconds.
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pandas as pd
@@ -68,7 +74,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 def _csv(path: Path) -> pd.DataFrame:
     """The CSV at ``path``, its blank lines kept as empty rows for :func:`_numbered_by_line`."""
-    frame = pd.read_csv(path, skip_blank_lines=False)
+    try:
+        frame = pd.read_csv(path, skip_blank_lines=False)
+    except pd.errors.ParserError as exc:
+        raise SourceError(_field_count_error(path, exc)) from exc
     if not isinstance(frame.index, pd.RangeIndex):
         # pandas takes the extra leading fields of wider rows as an index and shifts every
         # column by them: a silent misreading, so refuse it (a wider later line fails anyway).
@@ -85,6 +94,56 @@ def _csv(path: Path) -> pd.DataFrame:
             "holds data, not column names; add a header line, e.g. timestamp,value"
         )
     return frame
+
+
+def _field_count_error(path: Path, error: pd.errors.ParserError) -> str:
+    """What a CSV parser error means, with the line it names shown (bounded): pandas' own
+    message names the line but not what it holds."""
+    found = _FIELD_COUNT.search(str(error))
+    if found is None:
+        return f"cannot read {str(path)!r}: {str(error).strip()[:SHOWN_CHARS]}"
+    expected, number, seen = (int(g) for g in found.groups())
+    text = _line(path, number)
+    holds = "" if text is None else f": {shown(text)}"
+    return (
+        f"cannot read {str(path)!r}: line {number} has {seen} fields where the header has "
+        f"{expected}{holds}; a stray separator, or a column missing from the header?"
+    )
+
+
+_FIELD_COUNT = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+_OPENERS: dict[str, Callable[..., IO[str]]] = {
+    ".csv": open,
+    ".txt": open,
+    ".gz": gzip.open,
+    ".bz2": bz2.open,
+    ".xz": lzma.open,
+}
+_CHUNK = 1 << 16
+
+
+def _line(path: Path, number: int) -> str | None:
+    """At most :data:`SHOWN_CHARS` characters of line ``number`` (from 1) of the CSV at
+    ``path``, read a chunk at a time (a line may be of any length); ``None`` for a compression
+    this does not open, or past the end."""
+    opener = _OPENERS.get(path.suffix.lower())
+    if opener is None:
+        return None
+    to_skip, kept = number - 1, ""
+    with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+        while chunk := handle.read(_CHUNK):
+            if to_skip and chunk.count("\n") < to_skip:
+                to_skip -= chunk.count("\n")
+                continue
+            start = 0
+            for _ in range(to_skip):
+                start = chunk.index("\n", start) + 1
+            to_skip = 0
+            end = chunk.find("\n", start)
+            kept += chunk[start:] if end < 0 else chunk[start:end]
+            if end >= 0 or len(kept) > SHOWN_CHARS:
+                return kept[: SHOWN_CHARS + 1].rstrip("\r")
+    return kept.rstrip("\r") if not to_skip and kept else None
 
 
 def _is_data(name: str) -> bool:
@@ -159,10 +218,15 @@ def read_series(
     columns = list(raw.columns)
     time_col = time_col or _pick(TIME_NAMES, columns) or columns[0]
     series_col = series_col or _pick(SERIES_NAMES, columns)
-    for name, col in (("time_col", time_col), ("series_col", series_col), ("value_col", value_col)):
+    named = (
+        ("`time_col`", time_col),
+        ("`series_col`", series_col),
+        ("`value_col` (--value-col)", value_col),
+    )
+    for name, col in named:
         if col is not None and col not in columns:
             raise SourceError(
-                f"`{name}` {shown(col)} is not a column of {str(path)!r}; columns: {shown(columns)}"
+                f"{name} {shown(col)} is not a column of {str(path)!r}; columns: {shown(columns)}"
             )
     times = parse_timestamps(raw[time_col], column=time_col)
     series = (

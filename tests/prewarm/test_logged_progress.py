@@ -1,0 +1,43 @@
+"""Progress where stderr is not a terminal: log lines, bounded, instead of a silent bar."""
+
+from __future__ import annotations
+
+import logging
+
+from prewarm.options import LoggedProgress, progress_bar
+
+
+def _lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "prewarm.progress"]
+
+
+def test_a_task_is_logged_at_its_start_each_tenth_and_its_end(caplog):
+    caplog.set_level(logging.INFO, logger="prewarm.progress")
+    with LoggedProgress() as bar:
+        task = bar.add_task("evaluating ewma", total=1000)
+        for done in range(1, 1001):
+            bar.update(task, completed=done)
+    lines = _lines(caplog)
+    assert lines[0] == "evaluating ewma: 0/1000"
+    assert lines[-1] == "evaluating ewma: 1000/1000"
+    assert len(lines) == 11  # not one per step
+
+
+def test_a_renamed_task_says_its_new_name_at_once(caplog):
+    caplog.set_level(logging.INFO, logger="prewarm.progress")
+    with LoggedProgress() as bar:
+        task = bar.add_task("backtest", total=None)
+        bar.update(task, description="forecasts", completed=3, total=10)
+        bar.update(task, completed=4)
+        bar.update(task, description="tuning hybrid", completed=0, total=200)
+    assert _lines(caplog) == [
+        "backtest: 0",
+        "forecasts: 3/10",
+        "forecasts: 4/10",
+        "tuning hybrid: 0/200",
+    ]
+
+
+def test_off_a_terminal_the_bar_is_log_lines():
+    # pytest captures stderr: not a terminal, as in a CI job or a pipe
+    assert isinstance(progress_bar(), LoggedProgress)
