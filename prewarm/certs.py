@@ -9,12 +9,13 @@ writes it), and a ``kustomization.yaml`` installing deploy/base with it. What el
 ``--kind`` (:data:`KINDS`):
 
 - ``hpa``: a patch setting the APIService's ``caBundle`` to that CA, and the APIService
-  component (the HPA-only install without cert-manager). After the front-proxy ConfigMap
-  (docs/install.md, step 1), :data:`APPLY` ``-k install`` is the whole install.
+  component (the HPA-only install without cert-manager). After the token Secret and the
+  front-proxy ConfigMap (docs/install.md, "Before you start" and step 1), :data:`APPLY`
+  ``-k install`` is the whole install.
 - ``keda``: the Secret ``prewarm-grpc-client``, a client certificate of the same CA for
   KEDA's gRPC scaler (what deploy/overlays/keda has cert-manager issue), and the KEDA
-  component (no APIService: KEDA owns it). After the token Secret (docs/install.md, "With
-  KEDA"), :data:`APPLY` ``-k install`` is the whole install.
+  component (no APIService: KEDA owns it). After the token Secret (docs/install.md, "Before
+  you start"), :data:`APPLY` ``-k install`` is the whole install.
 
 The private keys stay in ``--out`` (mode 0600): keep that folder out of version control.
 """
@@ -251,9 +252,10 @@ KINDS: dict[str, Kind] = {
             "other server (KEDA, prometheus-adapter, Datadog) answers it: this must print\n"
             'NotFound or the Service prewarm-serve (else see docs/install.md, "HPA only"):\n'
             f"  {APISERVICE_CHECK}\n"
-            f"Make the ConfigMap {FRONT_PROXY_CONFIGMAP} in {NAMESPACE} first (docs/install.md,\n"
-            '"HPA only", step 1): without it the serving pods cannot start, and the APIService\n'
-            "would be registered with nothing behind it."
+            f"Make the Secret {TOKEN_SECRET} and the ConfigMap {FRONT_PROXY_CONFIGMAP} in\n"
+            f'{NAMESPACE} first (docs/install.md, "Before you start" and "HPA only", step 1):\n'
+            "without them the serving pods cannot start, and the APIService would be\n"
+            "registered with nothing behind it."
         ),
     ),
     "keda": Kind(
@@ -262,8 +264,8 @@ KINDS: dict[str, Kind] = {
         document=client_secret_manifest,
         patch=False,
         first=(
-            f'Make the Secret {TOKEN_SECRET} in {NAMESPACE} first (docs/install.md, "With\n'
-            'KEDA"): without it the serving pods cannot start. KEDA keeps the APIService.'
+            f'Make the Secret {TOKEN_SECRET} in {NAMESPACE} first (docs/install.md, "Before\n'
+            'you start"): without it the serving pods cannot start. KEDA keeps the APIService.'
         ),
         then=(
             'Then copy the Secrets into each workload namespace as docs/install.md ("With\n'

@@ -15,7 +15,7 @@ NAMESPACE = "prewarm"  # deploy/base/namespace.yaml
 HTTPS_PORT = 443  # the Service's `https` port: the APIService and KEDA's metrics-api trigger
 GRPC_PORT = 9000  # its `grpc` port: KEDA's external-push scaler
 # The install's Secrets in NAMESPACE: the serving pair (with ca.crt, as cert-manager writes
-# it), the token the KEDA endpoints check (deploy/components/keda mounts it), and KEDA's gRPC
+# it), the bearer token serving asks for (deploy/base mounts it), and KEDA's gRPC
 # scaler's client certificate (deploy/overlays/keda's Certificate names it so; its copy in
 # each workload namespace keeps the name).
 SERVING_SECRET = "prewarm-serve-tls"

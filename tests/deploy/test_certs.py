@@ -59,10 +59,9 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # The folder replaces the cluster's external metrics APIService: who serves it is
     # checked before the install line
     assert 0 <= result.output.find(APISERVICE_CHECK) < result.output.index("Install:")
-    # and the front-proxy ConfigMap the serving pods mount is made before it
-    assert (
-        0 <= result.output.find("ConfigMap prewarm-front-proxy") < result.output.index("Install:")
-    )
+    # and the token Secret and front-proxy ConfigMap the serving pods mount are made before it
+    for made in ("Secret prewarm-serve-token", "ConfigMap prewarm-front-proxy"):
+        assert 0 <= result.output.find(made) < result.output.index("Install:"), made
     return out
 
 

@@ -340,15 +340,26 @@ def test_install_md_checks_who_serves_the_apiservice_before_each_install_replaci
     assert "use [the KEDA overlay](#with-keda), which registers no APIService" in flowing
 
 
+@pytest.mark.parametrize("install", INSTALLS)
+def test_every_install_asks_for_the_token_but_on_the_aggregator_s_paths(install: str) -> None:
+    # the HPA-only install had none: its KEDA routes, /v1/workloads and explain answered
+    # any pod reaching 8443, which the NetworkPolicy must admit from any address
+    serve = one(render(install), "Deployment", "prewarm-serve")
+    main = container(serve)
+    token_file = next(e["value"] for e in main["env"] if e["name"] == "PREWARM_TOKEN_FILE")
+    mount = next(m for m in main["volumeMounts"] if token_file.startswith(m["mountPath"] + "/"))
+    volumes = {v["name"]: v for v in pod_spec(serve)["volumes"]}
+    assert volumes[mount["name"]]["secret"] == {
+        "secretName": "prewarm-serve-token",
+        "defaultMode": 0o400,
+    }
+
+
 def test_keda_install_leaves_the_apiservice_to_keda_and_authenticates_keda() -> None:
     objects = render("overlays/keda")
     assert named(objects, "APIService") == []
     serve = one(objects, "Deployment", "prewarm-serve")
     main = container(serve)
-    token_file = next(e["value"] for e in main["env"] if e["name"] == "PREWARM_TOKEN_FILE")
-    mount = next(m for m in main["volumeMounts"] if token_file.startswith(m["mountPath"] + "/"))
-    volumes = {v["name"]: v for v in pod_spec(serve)["volumes"]}
-    assert volumes[mount["name"]]["secret"]["secretName"] == "prewarm-serve-token"
     # KEDA's gRPC scaler presents a client certificate of the install's CA, and serving
     # verifies client certificates against that CA: the ca.crt beside its own certificate.
     (client_ca,) = [a.split("=", 1)[1] for a in main["args"] if a.startswith("--client-ca=")]
@@ -362,15 +373,7 @@ def test_keda_install_leaves_the_apiservice_to_keda_and_authenticates_keda() -> 
 
 # What the KEDA overlay adds to deploy/base, written out: deploy/components/keda (shared
 # with the folder `prewarm certs --kind keda` writes) and cert-manager's certificates.
-KEDA_SERVE_ADDITIONS = {
-    "args": ["--client-ca=/etc/prewarm/tls/ca.crt"],
-    "env": [{"name": "PREWARM_TOKEN_FILE", "value": "/etc/prewarm/token/token"}],
-    "volumeMounts": [{"name": "token", "mountPath": "/etc/prewarm/token", "readOnly": True}],
-}
-KEDA_SERVE_VOLUME = {
-    "name": "token",
-    "secret": {"secretName": "prewarm-serve-token", "defaultMode": 0o400},
-}
+KEDA_SERVE_ADDITIONS = {"args": ["--client-ca=/etc/prewarm/tls/ca.crt"]}
 KEDA_NETWORK_POLICY = {
     "apiVersion": "networking.k8s.io/v1",
     "kind": "NetworkPolicy",
@@ -404,7 +407,6 @@ def test_the_keda_overlay_is_the_base_with_keda_s_access_and_its_certificates() 
     main = pod["containers"][0]
     for field, added in KEDA_SERVE_ADDITIONS.items():
         main[field] = main[field] + added
-    pod["volumes"] = pod["volumes"] + [KEDA_SERVE_VOLUME]
     cert_manager = {
         _key(o): o for o in render("overlays/hpa") if o["apiVersion"].startswith("cert-manager.io")
     }
