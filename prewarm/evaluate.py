@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -61,23 +62,23 @@ def window_cells(horizon_seconds: int, hold_seconds: int, step: int) -> tuple[in
 
 
 class ModelNamed(logging.Filter):
-    """Names the model being evaluated in what its fits log, and passes each of its
-    messages once: every model fitting boosters said the same note without its name, and
-    each model once per refit."""
+    """Names the model being evaluated in what its fits log, and passes each kind of message
+    (its text with the numbers left out: a refit's counts differ) once per model: every model
+    fitting boosters said the same note without its name, and each model once per refit."""
 
     def __init__(self) -> None:
         super().__init__()
         self.model: str | None = None
-        self._said: set[tuple[str, str]] = set()
+        self._said: set[tuple[str, str, str]] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self.model is None or not record.name.startswith("forecaster"):
             return True
-        message = record.getMessage()
-        if (self.model, message) in self._said:
+        kind = (self.model, record.name, re.sub(r"\d+", "#", record.getMessage()))
+        if kind in self._said:
             return False
-        self._said.add((self.model, message))
-        record.msg, record.args = f"{self.model}: {message}", None
+        self._said.add(kind)
+        record.msg, record.args = f"{self.model}: {record.getMessage()}", None
         return True
 
 

@@ -268,3 +268,23 @@ def test_a_report_folder_no_run_could_write_is_refused_before_the_backtest(trace
     assert result.exit_code == 2, result.output
     assert "--report-dir" in result.output and "is a file" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_fit_s_warning_names_its_model_once_per_model(tmp_path: Path) -> None:
+    # Three days of half-hour cells: too few origins to calibrate on, which each booster's
+    # every fit warned about, in words no model's name was in.
+    lines = (DATA / "nyc_taxi_passengers_30min.csv").read_text().splitlines()[:150]
+    data = tmp_path / "short.csv"
+    data.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(
+        cli, ["evaluate", str(data), "--models", "lightgbm,lightgbm-window", "--refit-every", "6h"]
+    )
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    warned = [r["message"] for r in records if r["level"] == "warning"]
+    assert len(warned) == 2, warned
+    assert warned[0].startswith("lightgbm: calibration_window '3d' holds ")
+    assert warned[1].startswith("lightgbm-window: calibration_window '3d' holds ")
+    # the refits were there to say it again: the scored span has several blocks
+    started = [r["message"] for r in records if r["logger"] == "prewarm.progress"]
+    assert "evaluating lightgbm: 0/3" in started
