@@ -6,11 +6,12 @@ process's resident memory rises to the refresh's high-water mark and stays there
 container's memory limit counts it. ``malloc_trim(0)`` returns every whole free page: after a
 refresh of 10,000 workloads it takes the server process from 578-588 to 450-473 MiB at rest,
 in 3 to 7 ms, with no change in the refresh's time (``benchmarks/serving_latency.py
---workloads 10000``, two runs each). The peak, while the planning child plans, falls little
-(about 20 MiB): the next refresh grows the heap again first. It runs in C without the
-interpreter lock (ctypes releases it), so requests are answered meanwhile. The planning
-child is not trimmed: what it frees is mostly large arrays, which ``malloc`` hands back by
-itself (its resident memory stays at 274 MiB).
+--workloads 10000``, two runs each, when the plan was one batch). The peak, while the
+planning child plans, fell little (about 20 MiB): the next refresh grows the heap again first;
+planning in chunks (:data:`serving.engine.planner.PLAN_CHUNK`) is what bounds it. It runs in C
+without the interpreter lock (ctypes releases it), so requests are answered meanwhile. The
+planning child is not trimmed: what it frees is mostly large arrays, which ``malloc`` hands
+back by itself.
 
 On a C library without ``malloc_trim`` (musl, macOS) :func:`trim` does nothing.
 """

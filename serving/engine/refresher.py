@@ -7,7 +7,8 @@ Every ``refresh_interval`` the refresher
    the registry in a thread of its own: a registry outage never holds a refresh up);
 2. fetches the grid points that arrived since the last tick
    (:class:`~serving.engine.window.RollingWindow`);
-3. plans every workload in **one** call of the model, each with the policy registered with
+3. plans every workload in **one** batch (one call of the model per
+   :data:`~serving.engine.planner.PLAN_CHUNK` workloads), each with the policy registered with
    the model version; a workload whose config disagrees with that policy is refused
    (:mod:`serving.engine.drift`), the others are served;
 4. checks every value (finite, ``>= 0``, replicas clamped to ``[min, max]``), and publishes
@@ -41,7 +42,7 @@ from serving.engine import heap
 from serving.engine.drift import policy_drift
 from serving.engine.models import ModelWatcher
 from serving.engine.observability import REFUSAL_LOG_INTERVAL, ServingMetrics, Throttle
-from serving.engine.planner import ProcessPlanner
+from serving.engine.planner import ProcessPlanner, plan_history
 from serving.engine.snapshot import Snapshot, SnapshotStore, WorkloadForecast, WorkloadState
 from serving.engine.window import (
     FetchOutcome,
@@ -181,7 +182,7 @@ class Refresher:
             self._count_refused(window.update(pd.Timestamp.now(tz="UTC")))
         names = self._plannable(model, window)
         if names:
-            plan = model.plan(window.frame(names))
+            plan = plan_history(model, window.history(names))
             check_plan(plan, names)
         self._adopt(window)
 
@@ -428,8 +429,7 @@ class Refresher:
                         "error": f"{type(exc).__name__}: {exc}",
                     },
                 )
-        plan: pd.DataFrame = served.model.plan(history.to_frame())
-        return plan
+        return plan_history(served.model, history)
 
     def _score(self, window: RollingWindow) -> None:
         """Online accuracy: forecasts whose target time has arrived against the actual demand."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -472,6 +472,24 @@ class History:
         for j, column in enumerate(self.columns[2:]):
             data[column] = self.values[:, j]
         return pd.DataFrame(data)
+
+    def chunks(self, size: int) -> Iterator[History]:
+        """The same history as parts of at most ``size`` workloads each, in name order: the
+        parts' plans, one after the other, are sorted by name as one plan of all of them is."""
+        if size < 1:
+            raise ValueError(f"`size` must be at least one workload, got {size!r}")
+        ends = np.cumsum(self.lengths)
+        starts = ends - self.lengths
+        order = sorted(range(len(self.names)), key=self.names.__getitem__)
+        for first in range(0, len(order), size):
+            picked = order[first : first + size]
+            yield History(
+                names=tuple(self.names[i] for i in picked),
+                lengths=self.lengths[picked],
+                times=np.concatenate([self.times[starts[i] : ends[i]] for i in picked]),
+                values=np.concatenate([self.values[starts[i] : ends[i]] for i in picked]),
+                columns=self.columns,
+            )
 
 
 @dataclass(frozen=True)

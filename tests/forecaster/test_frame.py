@@ -49,7 +49,12 @@ def frame(values, times=None, series="a"):
             r"non-numeric values at row 1: 'many'",
             id="non-numeric",
         ),
-        pytest.param(frame([1.0, np.nan]), DataValidationError, r"NaN at row 1", id="nan"),
+        pytest.param(
+            frame([1.0, np.nan]),
+            DataValidationError,
+            r"no value \(an empty field or NaN\) at row 1",
+            id="nan",
+        ),
         pytest.param(
             frame([1.0, np.inf]), DataValidationError, r"infinite values at row 1: inf", id="inf"
         ),
