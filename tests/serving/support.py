@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +16,7 @@ import uvicorn
 
 from forecaster.models.baseline import LastValue
 from forecaster.workload import WorkloadPolicy, WorkloadSpec
+from serving.engine.window import RollingWindow, WorkloadQuery
 from serving.settings import RefreshConfig, WorkloadConfig
 from training.config import ServingConfig
 from training.registry import LoadedModel, PlanningModel
@@ -97,6 +98,20 @@ class FrameSource:
                 for name, level in levels.items()
             ]
             self.frame = pd.concat([self.frame, *extra], ignore_index=True)
+
+
+def window_over(
+    source: FrameSource, names: Iterable[str], cells: int, **options: Any
+) -> RollingWindow:
+    """A rolling window of ``cells`` steps over ``source``, one query per workload of
+    ``names``, named as its series."""
+    return RollingWindow(
+        [WorkloadQuery(name, name) for name in names],
+        lambda: source,
+        window_seconds=cells * STEP,
+        step=STEP,
+        **options,
+    )
 
 
 def specs(names: Mapping[str, float], **overrides: Any) -> dict[str, WorkloadSpec]:

@@ -9,8 +9,8 @@ import pytest
 
 from serving.engine import planner
 from serving.engine.planner import plan_history
-from serving.engine.window import History, RollingWindow, WorkloadQuery
-from tests.serving.support import STEP, FrameSource, fit_planner, history, specs
+from serving.engine.window import History
+from tests.serving.support import FrameSource, fit_planner, history, specs, window_over
 
 # Not in name order: the chunks are, so their plans concatenate into one sorted plan.
 LEVELS = {
@@ -50,13 +50,7 @@ def recent() -> tuple[Any, History]:
     # shorter): the chunks must cut each workload at its own bounds.
     gapped = frame.drop(frame.index[frame["series"] == "mid"][150:160])
     gapped = gapped.drop(gapped.index[gapped["series"] == "kappa"][-5:])
-    source = FrameSource(gapped)
-    window = RollingWindow(
-        [WorkloadQuery(name, name) for name in LEVELS],
-        lambda: source,
-        window_seconds=200 * STEP,
-        step=STEP,
-    )
+    window = window_over(FrameSource(gapped), LEVELS, 200)
     try:
         window.update(now)
         return fit_planner(frame, specs(LEVELS)), window.history(list(LEVELS))

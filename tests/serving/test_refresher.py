@@ -20,7 +20,6 @@ from serving.engine.models import ModelLoadFailedError, ModelWatcher
 from serving.engine.observability import ServingMetrics
 from serving.engine.refresher import SWITCH_INTERVAL, Refresher, _plan_rows, empty_snapshot
 from serving.engine.snapshot import SnapshotStore
-from serving.engine.window import RollingWindow, WorkloadQuery
 from serving.exceptions import ForecastUnavailableError, UnknownWorkloadError
 from serving.wire.replies import Replies
 from tests.serving.support import (
@@ -32,6 +31,7 @@ from tests.serving.support import (
     refresh_config,
     specs,
     wait_until,
+    window_over,
 )
 from training.sources.files import FileSource
 
@@ -160,14 +160,7 @@ def test_many_workloads_are_fetched_in_at_most_fetch_workers_calls(now: pd.Times
     levels = {f"w{i:03d}": 5.0 + i for i in range(300)}
     frame = history(levels, now, 60)
     source = FrameSource(frame)
-    window = RollingWindow(
-        [WorkloadQuery(name, name) for name in levels],
-        lambda: source,
-        window_seconds=40 * STEP,
-        step=STEP,
-        max_workers=3,
-        batch_min=64,
-    )
+    window = window_over(source, levels, 40, max_workers=3, batch_min=64)
     try:
         outcome = window.update(now)
         assert outcome.errors == {}
@@ -186,13 +179,7 @@ def test_the_history_sent_to_the_planner_is_flat_arrays_of_the_same_frame(
     now: pd.Timestamp,
 ) -> None:
     levels = {f"w{i:03d}": 5.0 + i for i in range(50)}
-    source = FrameSource(history(levels, now, 60))
-    window = RollingWindow(
-        [WorkloadQuery(name, name) for name in levels],
-        lambda: source,
-        window_seconds=40 * STEP,
-        step=STEP,
-    )
+    window = window_over(FrameSource(history(levels, now, 60)), levels, 40)
     try:
         window.update(now)
         picked = ["w007", "w003", "w042"]
