@@ -207,6 +207,10 @@ def progress_bar() -> Any:
     )
 
 
+PROGRESS_LOGGER = "prewarm.progress"
+"""Where :class:`LoggedProgress` logs, at INFO."""
+
+
 @dataclass
 class _Task:
     description: str
@@ -224,7 +228,7 @@ class LoggedProgress:
 
     def __init__(self) -> None:
         self._tasks: list[_Task] = []
-        self._log = logging.getLogger("prewarm.progress")
+        self._log = logging.getLogger(PROGRESS_LOGGER)
 
     def __enter__(self) -> LoggedProgress:
         return self
@@ -322,3 +326,6 @@ def configure_logging(level: str) -> None:
 
     terminal = Console(stderr=True)
     configure(level, terminal if terminal.is_terminal else None)
+    # Off a terminal the bar is log records (LoggedProgress): a command that keeps its logs to
+    # WARNING for a quiet terminal, where the bar shows, would otherwise say nothing until done.
+    logging.getLogger(PROGRESS_LOGGER).setLevel("ERROR" if level.upper() == "ERROR" else "INFO")

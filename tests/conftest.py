@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from prewarm.options import PROGRESS_LOGGER
 from training.logs import LIBRARIES, PACKAGES
 
 
@@ -14,7 +15,7 @@ from training.logs import LIBRARIES, PACKAGES
 def isolated_logging() -> Iterator[None]:
     """Undo what a command's logging setup does to the process-wide loggers, so that later
     tests do not log through a handler bound to a finished test's output."""
-    loggers = [logging.getLogger(name) for name in (*PACKAGES, *LIBRARIES)]
+    loggers = [logging.getLogger(name) for name in (*PACKAGES, *LIBRARIES, PROGRESS_LOGGER)]
     saved = [(logger, logger.handlers[:], logger.level, logger.propagate) for logger in loggers]
     # A command run earlier in this process may have left warnings captured through a hook
     # that pytest has since replaced: start from scratch.

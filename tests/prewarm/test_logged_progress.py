@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
-from prewarm.options import LoggedProgress, progress_bar
+import pytest
+
+from prewarm.options import LoggedProgress, configure_logging, progress_bar
 
 
 def _lines(caplog) -> list[str]:
@@ -41,3 +44,15 @@ def test_a_renamed_task_says_its_new_name_at_once(caplog):
 def test_off_a_terminal_the_bar_is_log_lines():
     # pytest captures stderr: not a terminal, as in a CI job or a pipe
     assert isinstance(progress_bar(), LoggedProgress)
+
+
+@pytest.mark.usefixtures("isolated_logging")
+@pytest.mark.parametrize(("level", "shown"), [("WARNING", True), ("ERROR", False)])
+def test_off_a_terminal_progress_shows_under_a_quiet_log_level(capsys, level, shown):
+    # prewarm demo keeps its logs to WARNING for a quiet terminal, where its bar shows; in a
+    # pipe it said nothing for minutes
+    configure_logging(level)
+    with progress_bar() as bar:
+        bar.add_task("demo", total=None)
+    records = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [r["message"] for r in records] == (["demo: 0"] if shown else [])
