@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
@@ -191,14 +192,25 @@ def validate_frame(
         )
     for col in (columns.target_col, *covariates):
         _check_range(out, col, max_value, columns)
-    duplicated = out.duplicated([columns.id_col, columns.time_col], keep=False)
-    if duplicated.any():
+    ordered = out.sort_values([columns.id_col, columns.time_col], ignore_index=True)
+    ids = ordered[columns.id_col].to_numpy()
+    same = ids[1:] == ids[:-1]
+    times = ordered[columns.time_col].array
+    # Sorted, a repeated (id, time) pair is two neighbours: DataFrame.duplicated hashed every
+    # pair, 7 columns' worth of memory at its peak (2.3 GiB at 43 million rows).
+    if (same & (times[1:] == times[:-1])).any():
+        duplicated = out.duplicated([columns.id_col, columns.time_col], keep=False)
         raise DataValidationError(
             f"duplicate ({columns.id_col}, {columns.time_col}) pairs at "
             f"{_rows(out.index[duplicated], out[columns.time_col])}"
         )
-    counts = out[target.notna()].groupby(columns.id_col).size()
-    counts = counts.reindex(out[columns.id_col].unique(), fill_value=0)
+    # Each series' observed rows counted on its run of sorted rows: a groupby of the observed
+    # rows copied them and hashed their ids (7 columns' worth of allocations, traced).
+    starts = np.flatnonzero(np.r_[True, ~same]) if len(ids) else np.empty(0, np.intp)
+    observed = ordered[columns.target_col].notna().to_numpy()
+    counts = pd.Series(np.add.reduceat(observed, starts, dtype=np.int64), index=ids[starts])
+    if (counts < min_rows).any():  # named in the order the series come in
+        counts = counts.reindex(out[columns.id_col].unique())
     short = counts[counts < min_rows]
     if len(short):
         raise NotEnoughHistoryError(
@@ -206,7 +218,7 @@ def validate_frame(
             + ", ".join(f"{shown(name, 40)} has {n}" for name, n in short.head(_SHOWN).items())
             + (f" and {len(short) - _SHOWN} more" if len(short) > _SHOWN else "")
         )
-    return out.sort_values([columns.id_col, columns.time_col], ignore_index=True)
+    return ordered
 
 
 def beyond_range(values: np.ndarray, limit: float = MAX_VALUE) -> np.ndarray:
@@ -273,16 +285,45 @@ def infer_step(frame: pd.DataFrame, *, columns: Columns = Columns()) -> int:
     NotEnoughHistoryError
         If no series has two timestamps.
     """
-    times = frame[[columns.id_col, columns.time_col]].sort_values(
-        [columns.id_col, columns.time_col]
-    )
-    ns = times[columns.time_col].astype("int64")
-    same_series = times[columns.id_col].eq(times[columns.id_col].shift())
-    diffs = ns.diff()[same_series & ns.diff().gt(0)]
-    if diffs.empty:
+    ids, times = frame[columns.id_col], frame[columns.time_col]
+    if not sorted_by_series(ids, times):
+        ordered = frame[[columns.id_col, columns.time_col]].sort_values(
+            [columns.id_col, columns.time_col]
+        )
+        ids, times = ordered[columns.id_col], ordered[columns.time_col]
+    same_series = ids.eq(ids.shift()).to_numpy()[1:]
+    gaps = np.diff(times.astype("int64").to_numpy()).astype(float)  # as Series.diff
+    diffs = gaps[same_series & (gaps > 0)]
+    if not diffs.size:
         raise NotEnoughHistoryError("cannot infer the step: no series has two distinct timestamps")
-    step = round(float(diffs.mode().iloc[0]) / 1e9)
+    # The smallest of the most common gaps, as Series.mode gives it first: that hashed every
+    # gap, np.unique sorts them (4 columns' worth of memory less).
+    values, counts = np.unique(diffs, return_counts=True)
+    step = round(float(values[np.argmax(counts)]) / 1e9)
     return max(step, 1)
+
+
+def sorted_by_series(ids: pd.Series, times: pd.Series) -> bool:
+    """Whether rows are already sorted by id, then time, as :func:`validate_frame` leaves them
+    (string ids, no missing time): sorting them again, as a stable sort, changes nothing.
+
+    A sort of the id and time columns of 43 million rows held 7 columns' worth of memory
+    (2.3 GiB); this check holds 2.
+    """
+    if not len(ids):
+        return True
+    if isinstance(ids.dtype, pd.CategoricalDtype):
+        return False  # sorted by its categories' order, which need not be the names'
+    names = ids.to_numpy()
+    same = names[1:] == names[:-1]
+    heads = names[np.flatnonzero(np.r_[True, ~same])]
+    if not all(isinstance(name, str) for name in heads):
+        return False
+    if any(a >= b for a, b in pairwise(heads)):
+        return False  # not in id order, or a series comes back further down
+    if times.isna().any():
+        return False
+    return bool((np.diff(times.astype("int64").to_numpy())[same] >= 0).all())
 
 
 def regularize(

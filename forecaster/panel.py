@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.exceptions import DataValidationError
-from forecaster.frame import DEFAULT_COLUMNS, Columns
+from forecaster.frame import DEFAULT_COLUMNS, Columns, sorted_by_series
 
 NS = 1_000_000_000
 
@@ -54,7 +54,9 @@ class Panel:
         DataValidationError
             If a series is not on the grid (call :func:`forecaster.frame.regularize` first).
         """
-        ordered = frame.sort_values([columns.id_col, columns.time_col], kind="stable")
+        ordered = frame
+        if not sorted_by_series(frame[columns.id_col], frame[columns.time_col]):
+            ordered = frame.sort_values([columns.id_col, columns.time_col], kind="stable")
         ids = ordered[columns.id_col].to_numpy()
         seconds = ordered[columns.time_col].to_numpy(dtype="datetime64[ns]").astype(np.int64) // NS
         # One pass over the sorted cells, not a pandas group per series: serving plans 10,000
@@ -72,7 +74,8 @@ class Panel:
             )
 
         def split(column: str) -> tuple[np.ndarray, ...]:
-            cells = ordered[column].to_numpy(dtype=float)
+            # The series never share memory with the caller's frame (a sorted one is our own).
+            cells = ordered[column].to_numpy(dtype=float, copy=ordered is frame)
             return tuple(np.split(cells, first[1:])) if len(first) else ()
 
         return cls(

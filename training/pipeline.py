@@ -27,7 +27,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
@@ -393,13 +393,27 @@ def data_fingerprint(frame: pd.DataFrame) -> str:
     """Hash of the history's names, timestamps and values (NaN-safe, order-independent)."""
     ordered = frame.sort_values(["series", "timestamp"], ignore_index=True)
     digest = hashlib.sha256()
-    digest.update("\0".join(ordered["series"].astype(str)).encode())
+    for chunk in _joined_names(ordered["series"]):
+        digest.update(chunk)
     digest.update(ordered["timestamp"].astype("int64").to_numpy().tobytes())
     for column in ordered.columns.drop(["series", "timestamp"]):
         digest.update(column.encode())
         values = np.round(ordered[column].to_numpy(dtype=float), 9)
-        digest.update(np.nan_to_num(values, nan=-1.2345e300).tobytes())
+        digest.update(np.nan_to_num(values, copy=False, nan=-1.2345e300).tobytes())
     return digest.hexdigest()[:16]
+
+
+NAMES_CHUNK = 1 << 20
+"""Names joined at a time by :func:`_joined_names`."""
+
+
+def _joined_names(names: pd.Series) -> Iterator[bytes]:
+    """The bytes of ``"\\0".join(names.astype(str)).encode()``, a chunk at a time: joined
+    whole, the names of 43 million rows (1,000 workloads x 30 days at 1 minute) held a copy
+    of the column, their text and its bytes at once: the run's peak, 3,952 MiB, was here."""
+    for begin in range(0, len(names), NAMES_CHUNK):
+        text = "\0".join(names.iloc[begin : begin + NAMES_CHUNK].astype(str))
+        yield (text if begin == 0 else "\0" + text).encode()
 
 
 def _fold_times(

@@ -19,7 +19,7 @@ from forecaster.exceptions import DataValidationError, shown
 from training.config import TrainConfig
 from training.exceptions import SourceError
 from training.sources import FetchedHistory, HistorySource
-from training.validation import SeriesCheck, check_history
+from training.validation import SeriesCheck, check_history, series_parts
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def check_each(
     validation = config.validation
     checks: list[SeriesCheck] = []
     reasons: dict[str, str] = {}
-    for name, part in frame.groupby("series", sort=True):
+    for name, part in series_parts(frame):
         try:
             checks.extend(
                 check_history(

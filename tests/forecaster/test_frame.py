@@ -11,6 +11,7 @@ from forecaster.frame import (
     infer_step,
     parse_timestamps,
     regularize,
+    sorted_by_series,
     validate_frame,
 )
 
@@ -163,3 +164,70 @@ def test_regularize_fills_a_one_cell_gap():
         )
     )
     np.testing.assert_allclose(regularize(raw, 60)["value"], [1.0, 2.0, 3.0, 4.0])
+
+
+def _shuffled_fleet(seed: int) -> pd.DataFrame:
+    """Three series on 1- and 5-minute grids with a few cells missing, rows shuffled."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for name, step in (("web", 60), ("api", 300), ("batch", 60)):
+        cells = np.flatnonzero(rng.random(30) < 0.8) * step
+        values = rng.random(len(cells))
+        values[rng.random(len(cells)) < 0.2] = np.nan
+        times = pd.to_datetime(1_772_323_200 + cells, unit="s", utc=True)
+        parts.append(pd.DataFrame({"series": name, "timestamp": times, "value": values}))
+    return pd.concat(parts, ignore_index=True).sample(frac=1.0, random_state=seed)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_valid_frame_comes_back_sorted_and_unchanged_otherwise(seed):
+    data = _shuffled_fleet(seed)
+    want = data.sort_values(["series", "timestamp"], ignore_index=True)
+    pd.testing.assert_frame_equal(validate_frame(data, allow_missing=True), want)
+
+
+def test_duplicates_are_named_in_the_frame_s_row_order():
+    data = frame([1.0, 2.0, 3.0, 4.0], ["00:03", "00:01", "00:02", "00:01"])
+    with pytest.raises(DataValidationError, match=r"pairs at rows 1: .*, 3: "):
+        validate_frame(data.assign(timestamp=pd.to_datetime("2026-01-01 " + data["timestamp"])))
+
+
+def test_short_series_are_named_in_the_order_they_come():
+    times = [f"2026-01-01 00:0{i}:00" for i in range(5)]
+    data = pd.DataFrame(
+        {"series": list("zzyxx"), "timestamp": times, "value": [1.0, np.nan, 2.0, 3.0, 4.0]}
+    )
+    with pytest.raises(NotEnoughHistoryError, match=r"too short: 'z' has 1, 'y' has 1$"):
+        validate_frame(data, allow_missing=True)
+
+
+def _infer_step_by_sorting(data: pd.DataFrame) -> int:
+    """The reference: sort, then the most common positive gap within a series."""
+    times = data.sort_values(["series", "timestamp"])
+    ns = times["timestamp"].astype("int64")
+    same_series = times["series"].eq(times["series"].shift())
+    diffs = ns.diff()[same_series & ns.diff().gt(0)]
+    return max(round(float(diffs.mode().iloc[0]) / 1e9), 1)
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("order", ["shuffled", "sorted"])
+def test_the_step_is_the_one_of_the_sorted_frame(seed, order):
+    data = _shuffled_fleet(seed)
+    if order == "sorted":
+        data = data.sort_values(["series", "timestamp"])
+    assert infer_step(data) == _infer_step_by_sorting(data)
+
+
+def test_a_tie_between_gaps_is_the_smaller_gap():
+    times = pd.to_datetime([0, 60, 120, 0, 300, 600], unit="s", utc=True)
+    data = pd.DataFrame({"series": list("aaabbb"), "timestamp": times, "value": 1.0})
+    assert infer_step(data) == 60
+
+
+def test_categorical_ids_are_never_taken_as_sorted():
+    # a categorical sorts by its categories' order: names in text order may still need a sort
+    ids = pd.Series(pd.Categorical(["a", "a", "b"], categories=["b", "a"]))
+    times = pd.Series(pd.to_datetime([0, 60, 0], unit="s", utc=True))
+    assert not sorted_by_series(ids, times)
+    assert sorted_by_series(ids.astype(str), times)

@@ -75,3 +75,25 @@ def test_an_empty_frame_is_an_empty_panel():
     frame = pd.DataFrame({"series": [], "timestamp": pd.to_datetime([], utc=True), "value": []})
     panel = Panel.from_frame(frame, STEP)
     assert panel.names == () and panel.values == () and len(panel.starts) == 0
+
+
+def test_a_sorted_frame_is_the_panel_of_its_shuffle_and_keeps_its_own_memory():
+    rng = np.random.default_rng(3)
+    parts = [
+        pd.DataFrame(
+            {
+                "series": name,
+                "timestamp": T0 + pd.to_timedelta(np.arange(n) * STEP, unit="s"),
+                "value": rng.normal(size=n),
+            }
+        )
+        for name, n in (("a", 5), ("b", 3), ("c", 7))
+    ]
+    ordered = pd.concat(parts, ignore_index=True)  # as validate_frame leaves it: not sorted again
+    panel = Panel.from_frame(ordered, STEP)
+    reference = Panel.from_frame(ordered.sample(frac=1.0, random_state=3), STEP)
+    assert panel.names == reference.names
+    np.testing.assert_array_equal(panel.starts, reference.starts)
+    for got, want in zip(panel.values, reference.values, strict=True):
+        np.testing.assert_array_equal(got, want)
+        assert not np.shares_memory(got, ordered["value"].to_numpy())

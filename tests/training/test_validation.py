@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from training.exceptions import HistoryValidationError
-from training.validation import check_history
+from training.validation import check_history, series_parts
 
 STEP = 300
 
@@ -41,3 +41,20 @@ def test_a_gap_inside_the_span_beyond_the_limit_is_refused() -> None:
         check_history(
             history(values), STEP, min_history=86400, max_gap_fraction=0.1, dead_window=3600
         )
+
+
+def test_series_parts_are_the_groups_of_the_series() -> None:
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame(
+        {
+            "series": rng.choice(["b", "a", "c"], 40),
+            "timestamp": pd.to_datetime(rng.integers(0, 10**6, 40), unit="s", utc=True),
+            "value": rng.random(40),
+        },
+        index=pd.RangeIndex(2, 42, name="line"),
+    )
+    grouped = list(frame.groupby("series", sort=True))
+    parts = list(series_parts(frame))
+    assert [name for name, _ in parts] == [name for name, _ in grouped]
+    for (_, got), (_, want) in zip(parts, grouped, strict=True):
+        pd.testing.assert_frame_equal(got, want)

@@ -98,10 +98,15 @@ def on_grid(
     Cells without a value stay NaN and are listed in the workload's report.
     """
     grid = pd.to_datetime(np.arange(start, end + 1, step, dtype=np.int64), unit="s", utc=True)
-    frames, reports = [], []
-    for workload, values in series.items():
-        aligned = values.reindex(grid).to_numpy(dtype=float)
-        frames.append(pd.DataFrame({"series": workload, "timestamp": grid, "value": aligned}))
+    # The long frame's columns are filled in place: a frame per workload, then their
+    # concatenation, held both at once: 6.1 columns' worth of memory at the peak, now 3.2
+    # (a column of 8-byte cells is 330 MiB at 1,000 workloads x 30 days at 1 minute).
+    cells = len(grid)
+    value = np.empty(cells * len(series))
+    reports = []
+    for k, (workload, values) in enumerate(series.items()):
+        aligned = value[k * cells : (k + 1) * cells]
+        aligned[:] = values.reindex(grid).to_numpy(dtype=float)
         reports.append(
             SeriesReport(
                 workload=workload,
@@ -113,8 +118,16 @@ def on_grid(
                 missing=missing_ranges(aligned, grid),
             )
         )
+    frame = pd.DataFrame(
+        {
+            "series": np.repeat(np.array(list(series), dtype=object), cells),
+            "timestamp": pd.DatetimeIndex(np.tile(grid.asi8, len(series)), dtype=grid.dtype),
+            "value": value,
+        },
+        copy=False,
+    )
     return FetchedHistory(
-        frame=pd.concat(frames, ignore_index=True),
+        frame=frame,
         reports=tuple(reports),
         start=grid[0],
         end=grid[-1],
