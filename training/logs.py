@@ -12,6 +12,7 @@ prewarm did, and every run would print the same ones. Their errors always show.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,9 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 PACKAGES = ("prewarm", "training", "forecaster", "serving")
 # "py.warnings" is where ``logging.captureWarnings`` sends ``warnings.warn``.
 LIBRARIES = ("mlflow", "alembic", "urllib3", "py.warnings")
+MLFLOW_CONFIGURE_LOGGING = "MLFLOW_CONFIGURE_LOGGING"
+# The loggers MLflow's import gives a handler of its own (unless told not to).
+MLFLOW_LOGGERS = ("mlflow", "alembic", "sqlalchemy.engine", "huey")
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
@@ -86,10 +90,7 @@ def configure_logging(level: str = "INFO", console: Console | None = None) -> No
         a live progress bar drawn on the same console stays below them (rich prints above
         its live display). ``None``: JSON lines on stderr, for log collectors (the CronJob).
     """
-    # Imported first: importing mlflow installs its own handler on its logger, which would
-    # undo the routing below.
-    import mlflow  # noqa: F401
-
+    without_mlflow_handlers()
     debug = logging.getLevelNamesMapping()[level.upper()] <= logging.DEBUG
     handler = redacting(_json_handler() if console is None else _console_handler(console))
     for name in PACKAGES:
@@ -97,6 +98,17 @@ def configure_logging(level: str = "INFO", console: Console | None = None) -> No
     for name in LIBRARIES:
         _route(name, handler, "WARNING" if debug else "ERROR")
     logging.captureWarnings(True)
+
+
+def without_mlflow_handlers() -> None:
+    """Keep MLflow, when imported later, from giving its loggers a handler of its own.
+
+    Such a handler would bypass the routing of a command's logs (MLflow's lines in its own
+    format); told not to, MLflow need not be imported (two seconds) before routing, by a
+    command that may never use it. The setting is read when MLflow is imported.
+    """
+    if "mlflow" not in sys.modules:
+        os.environ[MLFLOW_CONFIGURE_LOGGING] = "false"
 
 
 def log_console() -> Console | None:

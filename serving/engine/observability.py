@@ -30,7 +30,7 @@ from prometheus_client.registry import Collector
 from forecaster.metrics import pinball_losses
 from serving.engine.snapshot import Snapshot
 from serving.exceptions import ForecastUnavailableError
-from training.logs import JsonFormatter, redacting
+from training.logs import MLFLOW_LOGGERS, JsonFormatter, redacting, without_mlflow_handlers
 from training.redaction import redact
 
 __all__ = ["REFUSAL_LOG_INTERVAL", "ServingMetrics", "Throttle", "configure_logging"]
@@ -455,7 +455,7 @@ class ServingMetrics:
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Send every log record (uvicorn's included) to stderr as JSON lines.
+    """Send every log record (uvicorn's and MLflow's included) to stderr as JSON lines.
 
     Called by the ``prewarm serve`` entry point only; library modules configure nothing.
 
@@ -464,12 +464,13 @@ def configure_logging(level: str = "INFO") -> None:
     level : str, default "INFO"
         Root log level name.
     """
+    without_mlflow_handlers()
     handler = redacting(logging.StreamHandler(sys.stderr))
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
-        uvicorn_logger = logging.getLogger(name)
-        uvicorn_logger.handlers[:] = []
-        uvicorn_logger.propagate = True
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", *MLFLOW_LOGGERS):
+        library = logging.getLogger(name)
+        library.handlers[:] = []
+        library.propagate = True

@@ -6,7 +6,10 @@ A stale workload is refused on every request; the refusals are counted one by on
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -210,3 +213,30 @@ def test_a_server_without_a_token_says_what_is_open_at_start(
     else:
         assert warned == []
         assert all(token not in line for line in lines.lines)
+
+
+# A fresh interpreter: MLflow imported before or after the service's logging is set up.
+MLFLOW_RECORD = """
+import json, logging, sys
+from serving.engine.observability import configure_logging
+if sys.argv[1] == "before":
+    import mlflow
+configure_logging("INFO")
+import mlflow
+logging.getLogger("mlflow.store").warning("cannot reach the registry")
+"""
+
+
+@pytest.mark.parametrize("imported", ["before", "after"])
+def test_mlflow_records_are_json_lines_too(imported: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", MLFLOW_RECORD, imported],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stderr.splitlines()  # one line, in the collector's format, not MLflow's own
+    record = json.loads(line)
+    assert (record["logger"], record["message"]) == ("mlflow.store", "cannot reach the registry")

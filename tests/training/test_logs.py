@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -90,3 +92,28 @@ def test_no_console_without_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stderr", io.StringIO())
     configure_logging("INFO")
     assert log_console() is None
+
+
+# A fresh interpreter, where MLflow is not yet imported: it is imported after the routing.
+MLFLOW_AFTER = """
+import logging, sys
+from training.logs import configure_logging
+configure_logging("INFO")
+print("mlflow" in sys.modules, flush=True)
+import mlflow
+logging.getLogger("mlflow.store").error("cannot write the run")
+"""
+
+
+def test_mlflow_imported_later_keeps_the_routing() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", MLFLOW_AFTER],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"  # a command that does not use it does not import it
+    (line,) = done.stderr.splitlines()
+    assert json.loads(line)["message"] == "cannot write the run"
