@@ -262,7 +262,9 @@ class LoggedProgress:
         if task.said is not None and tenth <= task.said:
             return
         task.said = tenth
-        counted = f"{task.completed:g}" + (f"/{task.total:g}" if task.total else "")
+        # A task with no total yet is said once, when it starts or is renamed: "train: 0"
+        # read as a count of nothing.
+        counted = f"{task.completed:g}/{task.total:g}" if task.total else "started"
         self._log.info("%s: %s", task.description, counted)
 
 

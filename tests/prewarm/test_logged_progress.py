@@ -34,7 +34,7 @@ def test_a_renamed_task_says_its_new_name_at_once(caplog):
         bar.update(task, completed=4)
         bar.update(task, description="tuning hybrid", completed=0, total=200)
     assert _lines(caplog) == [
-        "backtest: 0",
+        "backtest: started",
         "forecasts: 3/10",
         "forecasts: 4/10",
         "tuning hybrid: 0/200",
@@ -55,4 +55,4 @@ def test_off_a_terminal_progress_shows_under_a_quiet_log_level(capsys, level, sh
     with progress_bar() as bar:
         bar.add_task("demo", total=None)
     records = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
-    assert [r["message"] for r in records] == (["demo: 0"] if shown else [])
+    assert [r["message"] for r in records] == (["demo: started"] if shown else [])

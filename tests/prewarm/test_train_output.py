@@ -101,12 +101,13 @@ def train_missing_file(store: Path, env: dict[str, str] | None = None) -> Result
     return result
 
 
-def test_on_a_terminal_a_failure_is_said_by_its_error_line_not_a_log_line_too(
+def test_on_a_terminal_a_failure_is_said_once_by_its_error_line(
     store: Path,
 ) -> None:
     result = train_missing_file(store, env={"TTY_COMPATIBLE": "1", "COLUMNS": "200"})
     lines = visible_lines(result.stderr)
     assert [line for line in lines if "ERROR" in line] == []
+    assert len([line for line in lines if "nowhere.csv" in line]) == 1  # said once, not twice
     assert [line for line in lines if line.startswith("Error: data-source failure")] == [
         "Error: data-source failure: no file of the source could be read: workload 'chat': "
         f"data file "
@@ -121,6 +122,7 @@ def test_piped_a_failure_is_a_json_record_for_the_collector_and_progress_is_logg
     records = json_records(result.stderr)
     errors = [r["message"] for r in records if r["level"] == "error"]
     assert len(errors) == 1 and "workload 'chat': data file" in errors[0]
+    assert len([r for r in records if "nowhere.csv" in r["message"]]) == 1
     assert "pull history: 0/6" in [
         r["message"] for r in records if r["logger"] == "prewarm.progress"
     ]

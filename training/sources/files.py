@@ -229,12 +229,12 @@ class FileSource:
         self._step = None
         out: dict[str, pd.Series] = {}
         if self.files is not None:
-            failed, self._failed = self._failed, {}
+            # A file that fails is not logged here: its workload's fetch raises the error,
+            # which the consumer says (train's error, serve's throttled log line).
+            self._failed = {}
             for workload, path in self.files.items():
                 parsed = self._parse(workload, path)
                 if parsed is None:
-                    if failed.get(workload) != self._failed[workload]:  # logged once each
-                        logger.warning("%s", self._failed[workload], extra={"workload": workload})
                     continue
                 out[workload] = parsed.series
                 self._check_step(parsed.step, path)
