@@ -44,6 +44,7 @@ from forecaster.exceptions import (
     NotEnoughHistoryError,
     PrewarmError,
 )
+from forecaster.frame import sorted_by_series
 from forecaster.models import BaseForecaster, make_model
 from forecaster.workload import WorkloadPolicy
 from training.config import TrainConfig
@@ -391,7 +392,11 @@ def _window(config: TrainConfig, source: HistorySource) -> tuple[pd.Timestamp, p
 
 def data_fingerprint(frame: pd.DataFrame) -> str:
     """Hash of the history's names, timestamps and values (NaN-safe, order-independent)."""
-    ordered = frame.sort_values(["series", "timestamp"], ignore_index=True)
+    ordered = (
+        frame  # as validate_frame leaves it: no sorted copy of the whole history
+        if sorted_by_series(frame["series"], frame["timestamp"])
+        else frame.sort_values(["series", "timestamp"], ignore_index=True)
+    )
     digest = hashlib.sha256()
     for chunk in _joined_names(ordered["series"]):
         digest.update(chunk)

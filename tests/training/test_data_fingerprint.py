@@ -1,5 +1,6 @@
-"""The data fingerprint hashes the names a chunk at a time: the same digest as joining them
-whole, which held the names' text and bytes of the whole history at once."""
+"""The data fingerprint hashes the names a chunk at a time, and sorted rows without sorting
+them again: the same digest as joining them whole after a sort, which held the names' text and
+bytes and a sorted copy of the whole history at once."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ def _joined_whole(frame: pd.DataFrame) -> str:
     return digest.hexdigest()[:16]
 
 
+@pytest.mark.parametrize("presorted", [False, True], ids=["shuffled", "as-validated"])
 @pytest.mark.parametrize("rows", [0, 1, 6, 7, 8, 50])
-def test_the_fingerprint_is_the_one_of_the_names_joined_whole(monkeypatch, rows):
+def test_the_fingerprint_is_the_one_of_the_names_joined_whole(monkeypatch, rows, presorted):
     monkeypatch.setattr(pipeline, "NAMES_CHUNK", 7)  # chunk edges at 7, 14, ...
     rng = np.random.default_rng(rows)
     frame = pd.DataFrame(
@@ -38,4 +40,6 @@ def test_the_fingerprint_is_the_one_of_the_names_joined_whole(monkeypatch, rows)
             "gpu": rng.random(rows),
         }
     )
+    if presorted:  # as validate_frame leaves it: hashed without a sorted copy
+        frame = frame.sort_values(["series", "timestamp"], ignore_index=True)
     assert data_fingerprint(frame) == _joined_whole(frame)
