@@ -61,6 +61,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.train_speed import DAYS, config, prepare  # noqa: E402
 from forecaster.models import DEFAULT_MODEL  # noqa: E402
+from training.compute import usable_cpus  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "train_scale"
 STAGES = (
@@ -211,12 +212,21 @@ def child(config_path: str, out_path: str, scheduler: str = "") -> None:
 
 
 # -- the runs, from the benchmark process ---------------------------------------------------
+def _configuration(run: dict[str, Any]) -> str:
+    """How the run's configuration differs from the default one, for the report."""
+    jobs = run.get("fit_jobs")
+    if jobs:
+        return f"default configuration but `n_jobs: {jobs}`"
+    return f"default configuration: the fit on the {usable_cpus()} CPUs the job may use"
+
+
 def run(
     base: dict[str, pd.DataFrame],
     n: int,
     days: int,
     dask_workers: int = 0,
     model: str = DEFAULT_MODEL,
+    fit_jobs: int | None = None,
 ) -> dict[str, Any]:
     """Train on ``n`` workloads in a fresh process and store; its stage figures and wall time.
 
@@ -226,7 +236,7 @@ def run(
     with tempfile.TemporaryDirectory() as tmp, _cluster(dask_workers) as cluster:
         out = Path(tmp)
         files = workloads(base, n, days, out)
-        path = config(files, "file", out, model)
+        path = config(files, "file", out, model, {"n_jobs": fit_jobs} if fit_jobs else None)
         figures = out / "stages.json"
         scheduler = cluster.scheduler_address if cluster is not None else ""
         began = time.perf_counter()
@@ -243,7 +253,7 @@ def run(
         result["worker_peak_bytes"] = _worker_peaks(cluster)
     result.update(
         workloads=n, days=days, dask_workers=dask_workers, wall_time_s=wall, model=model,
-        stdout=done.stdout.strip(),
+        fit_jobs=fit_jobs, stdout=done.stdout.strip(),
     )  # fmt: skip
     result["peak_total_bytes"] = max(result["peak_bytes"].values())
     if result["exit_code"] not in (0, 4):
@@ -339,7 +349,7 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
         "# Training at scale: wall time and peak memory per stage",
         "",
         f"`prewarm train` on N workloads x {runs[0]['days']} days at 1-minute steps (file "
-        f"source, model `{runs[0]['model']}`, default configuration), each N "
+        f"source, model `{runs[0]['model']}`, {_configuration(runs[0])}), each N "
         "in its own process with a fresh MLflow store; 1-minute load average "
         f"{load[0]:.2f} before, {load[1]:.2f} after (the benchmark's own load included). "
         "A Dask run passes `--dask-scheduler` to a fresh LocalCluster: the gate's policy "
@@ -395,6 +405,7 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
     workers = max(r["dask_workers"] for r in runs)
     dask = f" --dask-workers {workers}" if workers else ""
     model = "" if runs[0]["model"] == DEFAULT_MODEL else f" --model {runs[0]['model']}"
+    model += f" --fit-jobs {runs[0]['fit_jobs']}" if runs[0].get("fit_jobs") else ""
     sizes_run = ",".join(str(r["workloads"]) for r in local or runs)
     lines += [
         "",
@@ -414,6 +425,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS, help="results, without suffix")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="Registered forecast model.")
     parser.add_argument(
+        "--fit-jobs",
+        type=int,
+        default=None,
+        help="the model's n_jobs in the config (default: unset, so the fit takes the CPUs "
+        "the training process may use)",
+    )
+    parser.add_argument(
         "--dask-workers",
         type=int,
         default=0,
@@ -424,6 +442,8 @@ def main() -> None:
     sizes = [int(n) for n in args.workloads.split(",")]
     if not 2 <= args.days <= DAYS:
         parser.error(f"--days must be 2 to {DAYS}, got {args.days}")
+    if args.fit_jobs is not None and args.fit_jobs < 1:
+        parser.error(f"--fit-jobs must be 1 or more, got {args.fit_jobs}")
     if args.dask_workers < 0:
         parser.error(f"--dask-workers must be 0 or more, got {args.dask_workers}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -435,7 +455,7 @@ def main() -> None:
     for n in sizes:
         # The Dask run, at the largest N only, is the comparison, not another curve.
         for workers in (0, args.dask_workers) if args.dask_workers and n == max(sizes) else (0,):
-            runs.append(run(base, n, args.days, workers, args.model))
+            runs.append(run(base, n, args.days, workers, args.model, args.fit_jobs))
             r = runs[-1]
             print(f"{label(r)}: {r['wall_time_s']:.1f} s, peak "
                   f"{r['peak_total_bytes'] / MIB:,.0f} MiB, exit {r['exit_code']}",

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import yaml
@@ -57,7 +58,13 @@ def prepare(data_dir: Path, out: Path) -> dict[str, str]:
     return files
 
 
-def config(files: dict[str, str], source: str, out: Path, model: str = DEFAULT_MODEL) -> Path:
+def config(
+    files: dict[str, str],
+    source: str,
+    out: Path,
+    model: str = DEFAULT_MODEL,
+    params: dict[str, Any] | None = None,
+) -> Path:
     workloads = []
     for name, path in files.items():
         p99 = float(pd.read_csv(path)["value"].quantile(0.99))
@@ -68,7 +75,7 @@ def config(files: dict[str, str], source: str, out: Path, model: str = DEFAULT_M
     document = {
         "source": {"type": source, "files": files, "step": "1m"},
         "workloads": workloads,
-        "model": {"name": model},
+        "model": {"name": model, **({"params": params} if params else {})},
         "evaluation": {"window": "1d", "train_window": "14d"},
         "mlflow": {"tracking_uri": f"sqlite:///{out / 'mlflow.db'}", "experiment": "bench"},
     }

@@ -1,5 +1,6 @@
-"""The Dask cluster that per-workload backtests run on: a client connected to an existing
-scheduler by its address, and pure :mod:`forecaster` calls mapped to its workers.
+"""The compute a run uses: the CPUs of its own process (:func:`usable_cpus`), and the Dask
+cluster that per-workload backtests run on: a client connected to an existing scheduler by its
+address, and pure :mod:`forecaster` calls mapped to its workers.
 
 Only the calls go to the workers; their results come back to the calling process, which
 writes the reports and logs to MLflow. Without an address every call runs here, in order,
@@ -9,8 +10,11 @@ as it always did. ``dask[distributed]`` is an optional dependency (``pip install
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -25,6 +29,38 @@ R = TypeVar("R")
 SCHEMES = ("tcp", "tls")
 CONNECT_TIMEOUT = 10.0  # seconds; dask retries a refused connection until then
 WORKERS_TIMEOUT = 120.0  # seconds for a first worker to join: pods of a new cluster starting
+# Where a container's CPU limit shows: cgroup v2's one file, v1's quota and period.
+CGROUP_V2 = Path("/sys/fs/cgroup/cpu.max")
+CGROUP_V1 = (
+    Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
+    Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us"),
+)
+
+
+def usable_cpus(v2: Path = CGROUP_V2, v1: tuple[Path, Path] = CGROUP_V1) -> int:
+    """The CPUs this process may use: those it may run on, fewer where its cgroup's CPU
+    quota allows fewer (a Kubernetes CPU limit, which the node's CPU count does not show;
+    a limit of 1.5 gives 2). At least 1.
+    """
+    cpus = len(os.sched_getaffinity(0))
+    quota = _cgroup_quota(v2, v1)
+    return max(1, min(cpus, math.ceil(quota)) if quota is not None else cpus)
+
+
+def _cgroup_quota(v2: Path, v1: tuple[Path, Path]) -> float | None:
+    """CPUs' worth of time the cgroup may use per period, or None without a quota."""
+    try:
+        if v2.is_file():
+            quota, period = v2.read_text().split()[:2]
+        elif v1[0].is_file():
+            quota, period = v1[0].read_text().strip(), v1[1].read_text().strip()
+        else:
+            return None
+        if quota in ("max", "-1"):
+            return None
+        return int(quota) / int(period)
+    except (OSError, ValueError):  # unreadable or not as documented: no quota known
+        return None
 
 
 class ComputeError(SourceError):

@@ -47,6 +47,7 @@ from forecaster.exceptions import (
 from forecaster.frame import sorted_by_series
 from forecaster.models import BaseForecaster, make_model
 from forecaster.workload import WorkloadPolicy
+from training.compute import usable_cpus
 from training.config import TrainConfig
 from training.documents import dumps
 from training.exceptions import ModelLoadError
@@ -491,12 +492,21 @@ def _fit(
     if transform is not None:
         train = transform(train.copy())
     model = build_model(config, step, policies)
+    # Unless configured, the fit takes every CPU the job may use (a model's regressors side by
+    # side: the same model); the model registered forecasts as configured, on one thread.
+    side_by_side = "n_jobs" in model.get_params() and "n_jobs" not in config.model.params
+    configured = model.get_params().get("n_jobs")
+    if side_by_side:
+        model.set_params(n_jobs=usable_cpus())
     try:
-        return model.fit(train, covariates=config.covariates)
+        fitted = model.fit(train, covariates=config.covariates)
     except NotEnoughHistoryError:
         raise
     except DataValidationError as exc:
         raise DataValidationError(f"cannot fit {config.model.name!r}: {exc}") from exc
+    if side_by_side:
+        fitted.set_params(n_jobs=configured)
+    return fitted
 
 
 def _resolve_policies(

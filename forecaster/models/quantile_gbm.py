@@ -15,8 +15,10 @@ per origin, calibrated on the same held-out window against its own target.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -45,8 +47,14 @@ logger = logging.getLogger(__name__)
 
 MULTI_HORIZON = ("stacked", "per-horizon")
 BASELINES = ("last-value", "none")
-# Whole-number parameters of the boosting and the least each takes (n_jobs: any, as LightGBM)
-WHOLE_PARAMS = {"n_estimators": 1, "num_leaves": 2, "min_child_samples": 1, "max_train_rows": 1}
+# Whole-number parameters of the boosting and the least each takes
+WHOLE_PARAMS = {
+    "n_estimators": 1,
+    "num_leaves": 2,
+    "min_child_samples": 1,
+    "max_train_rows": 1,
+    "n_jobs": 1,
+}
 MAX_SEED = 2**31 - 1
 WINDOW_MODELS = ("direct", "shift")
 
@@ -65,7 +73,7 @@ def _lightgbm(model: QuantileGradientBoosting, quantile: float, seed: int) -> An
         subsample_freq=1,
         colsample_bytree=0.8,
         random_state=seed,
-        n_jobs=model.n_jobs,
+        n_jobs=1,  # regressors run side by side instead (QuantileGradientBoosting.n_jobs)
         verbose=-1,
     )
 
@@ -89,6 +97,28 @@ ENGINES: dict[str, Callable[[QuantileGradientBoosting, float, int], Any]] = {
     "lightgbm": _lightgbm,
     "hist-gbm": _hist_gbm,
 }
+
+
+K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
+
+
+def _one_thread(call: Callable[[], T]) -> T:
+    """``call()`` with OpenMP held to one thread in the calling thread (its own setting)."""
+    with threadpool_limits(1, user_api="openmp"):
+        return call()
+
+
+def _fitted(regressor: Any, X: np.ndarray, y: np.ndarray, rows: np.ndarray) -> Any:
+    """``regressor`` fitted on ``rows`` of ``X`` and ``y``, copied out here: in a job, so that
+    only the jobs running hold their copies."""
+    return regressor.fit(X[rows], y[rows])
+
+
+def _predicted(regressor: Any, X: np.ndarray, rows: slice | np.ndarray) -> np.ndarray:
+    """``regressor``'s forecasts of ``rows`` of ``X``, copied out in the job (:func:`_fitted`)."""
+    values: np.ndarray = regressor.predict(X[rows])
+    return values
 
 
 class SeedAverage:
@@ -168,9 +198,11 @@ class QuantileGradientBoosting(BaseForecaster):
         and two random states never share a seed. Costs ``n_seeds`` times the boosting; the
         row sample is drawn once, from ``random_state``.
     n_jobs
-        Threads of either engine (OpenMP). One by default: on a small shared machine, OpenMP
-        threads that wait for a busy core make a fit many times slower, and walk-forward runs
-        parallelize better across models or workloads than inside one booster.
+        Regressors fitted (and predicting) at once, on threads, each on one thread of its
+        engine: the model is the same for any ``n_jobs`` (LightGBM's own threads promise that
+        only with its slower ``deterministic`` mode), and as fast as the engine's threads on
+        a fit of many quantiles. One by default: walk-forward runs parallelize across models
+        or workloads instead; the training job sets it to the CPUs it may use.
 
     Examples
     --------
@@ -293,11 +325,12 @@ class QuantileGradientBoosting(BaseForecaster):
         self.columns_used_ = np.flatnonzero(np.isfinite(matrix.X[rows]).any(axis=0))
         self.feature_names_ = tuple(matrix.names[i] for i in self.columns_used_)
         X = matrix.X[:, self.columns_used_]
-        with threadpool_limits(self.n_jobs, user_api="openmp"):
-            self.regressors_ = {
-                key: self._regressor(q).fit(X[sel], ratio[sel])
+        self.regressors_ = self._side_by_side(
+            {
+                key: partial(_fitted, self._regressor(q), X, ratio, sel)
                 for key, q, sel in self._groups(matrix.horizon, rows)
             }
+        )
         return matrix
 
     def _regressor(self, quantile: float) -> Any:
@@ -400,11 +433,12 @@ class QuantileGradientBoosting(BaseForecaster):
         rows = self._training_rows(target, 10)
         self.window_columns_used_ = np.flatnonzero(np.isfinite(matrix.X[rows]).any(axis=0))
         X = matrix.X[rows][:, self.window_columns_used_]
-        with threadpool_limits(self.n_jobs, user_api="openmp"):
-            self.window_regressors_ = {
-                q: self._regressor(q).fit(X, target[rows] - base[rows, j])
+        self.window_regressors_ = self._side_by_side(
+            {
+                q: partial(self._regressor(q).fit, X, target[rows] - base[rows, j])
                 for j, q in enumerate(self.quantiles)
             }
+        )
 
     def _horizon_max(self, matrix: FeatureMatrix) -> np.ndarray:
         """Per origin of a per-horizon feature matrix, the largest calibrated quantile over
@@ -471,21 +505,37 @@ class QuantileGradientBoosting(BaseForecaster):
         return np.where(np.isfinite(last), last, 1.0)
 
     def _raw_predict(self, matrix: FeatureMatrix) -> np.ndarray:
-        with threadpool_limits(self.n_jobs, user_api="openmp"):
-            return self._anchor(matrix)[:, None] + self._regressor_outputs(matrix)
+        return self._anchor(matrix)[:, None] + self._regressor_outputs(matrix)
 
     def _regressor_outputs(self, matrix: FeatureMatrix) -> np.ndarray:
         X = matrix.X[:, self.columns_used_]
         out = np.zeros((len(X), len(self.quantiles)))
-        for j, q in enumerate(self.quantiles):
-            if self.multi_horizon == "stacked":
-                out[:, j] = self.regressors_[(None, q)].predict(X)
-                continue
-            for h in self.horizons:
-                sel = matrix.horizon == h
-                if sel.any():
-                    out[sel, j] = self.regressors_[(h, q)].predict(X[sel])
+        # Each regressor's rows: all of them (stacked), or its horizon's.
+        rows: dict[int | None, slice | np.ndarray] = (
+            {None: slice(None)}
+            if self.multi_horizon == "stacked"
+            else {h: np.flatnonzero(matrix.horizon == h) for h in self.horizons}
+        )
+        predicted = self._side_by_side(
+            {
+                (h, j): partial(_predicted, self.regressors_[(h, q)], X, sel)
+                for h, sel in rows.items()
+                if isinstance(sel, slice) or sel.size
+                for j, q in enumerate(self.quantiles)
+            }
+        )
+        for (h, j), values in predicted.items():
+            out[rows[h], j] = values
         return out
+
+    def _side_by_side(self, calls: Mapping[K, Callable[[], T]]) -> dict[K, T]:
+        """Each of ``calls`` (a regressor's fit or forecast), :attr:`n_jobs` at a time on
+        threads (the engines release the GIL), each engine on one OpenMP thread."""
+        if self.n_jobs == 1:
+            return {key: _one_thread(call) for key, call in calls.items()}
+        with ThreadPoolExecutor(self.n_jobs, thread_name_prefix="regressor") as pool:
+            futures = {key: pool.submit(_one_thread, call) for key, call in calls.items()}
+            return {key: future.result() for key, future in futures.items()}
 
     def _raw_window(
         self, panel: Panel, origins: Sequence[np.ndarray], matrix: FeatureMatrix
@@ -496,9 +546,10 @@ class QuantileGradientBoosting(BaseForecaster):
         if self.window_model == "shift":
             return base
         X = matrix.X[:, self.window_columns_used_]
-        with threadpool_limits(self.n_jobs, user_api="openmp"):
-            outputs = [self.window_regressors_[q].predict(X) for q in self.quantiles]
-        return base + np.column_stack(outputs)
+        outputs = self._side_by_side(
+            {q: partial(self.window_regressors_[q].predict, X) for q in self.quantiles}
+        )
+        return base + np.column_stack([outputs[q] for q in self.quantiles])
 
     def _predict_panel(self, panel: Panel, origins: Sequence[np.ndarray]) -> np.ndarray:
         matrix = build_features(panel, origins, self.horizons, self.features_, self._codes(panel))
