@@ -33,7 +33,12 @@ MLFLOW_CONFIGURE_LOGGING = "MLFLOW_CONFIGURE_LOGGING"
 # The loggers MLflow's import gives a handler of its own (unless told not to).
 MLFLOW_LOGGERS = ("mlflow", "alembic", "sqlalchemy.engine", "huey")
 
-_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+# Not a record's own fields: uvicorn's "color_message" is its message again, in ANSI colours.
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "asctime",
+    "color_message",
+}
 
 
 class JsonFormatter(logging.Formatter):

@@ -13,7 +13,8 @@ import logging
 import math
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -262,6 +263,22 @@ class TrainingRecord:
     tags: Mapping[str, str] = field(default_factory=dict)
 
 
+@contextmanager
+def _mlflow_quiet() -> Iterator[None]:
+    """MLflow's printed lines held back ("Successfully registered model ...", "Created
+    version ..."): they go to stderr outside any log handler, between a command's JSON records,
+    and the run's own log says what was registered."""
+    from mlflow.utils import logging_utils
+
+    stream = logging_utils.MLFLOW_LOGGING_STREAM
+    enabled = stream.enabled
+    stream.enabled = False
+    try:
+        yield
+    finally:
+        stream.enabled = enabled
+
+
 def log_run(client: MlflowClient, experiment_id: str, record: TrainingRecord) -> tuple[str, str]:
     """Write ``record`` as one MLflow run (tags, params, policies, metrics, the resolved
     config, the data window, the gate, figures, the pyfunc model) and register its model.
@@ -295,10 +312,13 @@ def log_run(client: MlflowClient, experiment_id: str, record: TrainingRecord) ->
         .reset_index(drop=True)
     )
     try:
-        with mlflow.start_run(
-            experiment_id=experiment_id,
-            run_name=record.run_name,
-        ) as run:
+        with (
+            _mlflow_quiet(),
+            mlflow.start_run(
+                experiment_id=experiment_id,
+                run_name=record.run_name,
+            ) as run,
+        ):
             mlflow.set_tags(
                 {
                     "prewarm.version": __version__,
