@@ -202,25 +202,13 @@ def backtest(
     configure_logging(log_level)
     if cold_start_sweep is not None and (config_path is not None or report_dir is not None):
         raise click.UsageError("--cold-start-sweep backtests DATA and writes --json only")
+    _check_mode(config_path is not None)
     if config_path is not None:
-        given = click.get_current_context().get_parameter_source
-        if given("tuning_margin") is click.core.ParameterSource.COMMANDLINE:
-            raise click.UsageError(
-                "--tuning-margin backtests DATA; with --config, set evaluation.tuning_margin "
-                "in the config, which `train --tune` reads too"
-            )
-        if given("n_seeds") is click.core.ParameterSource.COMMANDLINE:
-            raise click.UsageError(
-                "--n-seeds backtests DATA; with --config, set model.params.n_seeds in the "
-                "config, which training reads too"
-            )
         with user_errors():
             _backtest_config(
                 config_path, workload, dask_scheduler, tracking_uri, json_path, report_dir
             )
         return
-    if dask_scheduler is not None:
-        raise click.UsageError("--dask-scheduler runs the workloads of --config")
     assert data is not None
     with user_errors():
         import numpy as np
@@ -292,6 +280,50 @@ def backtest(
             json_path.write_text(dumps(document, indent=2))
         if report_dir is not None:
             backtest_report.write_report(result, document, report_dir, seed)
+
+
+# Flags of a backtest of DATA, and where a config, which training reads too, sets each.
+DATA_ONLY = {
+    "value_col": "source.value_col",
+    "step": "source.step",
+    "cold_start": "each workload's capacity.cold_start",
+    "capacity_per_replica": "each workload's capacity.capacity_per_replica",
+    "peak_replicas": "each workload's capacity.capacity_per_replica",
+    "replica_hour_cost": "each workload's capacity.replica_hour_cost",
+    "slo_latency": "each workload's capacity.slo_latency",
+    "slo_unserved": "each workload's capacity.slo_unserved_fraction",
+    "policies": "evaluation.policies",
+    "hpa_metric": "each workload's hpa_metric",
+    "model": "model.name",
+    "train_window": "evaluation.train_window",
+    "min_eval": "evaluation.window and folds",
+    "retrain_every": "nothing: a config's backtest retrains as training does",
+    "tuning_margin": "evaluation.tuning_margin",
+    "seed": "evaluation.seed",
+    "n_seeds": "model.params.n_seeds",
+}
+# Flags of a backtest of --config's workloads.
+CONFIG_ONLY = ("workload", "tracking_uri", "dask_scheduler")
+
+
+def _check_mode(with_config: bool) -> None:
+    """A flag given on the command line that the chosen mode (DATA or --config) would
+    ignore is a usage error, naming where the config sets it."""
+    context = click.get_current_context()
+    given = [
+        param
+        for param in context.command.params
+        if context.get_parameter_source(param.name or "") is click.core.ParameterSource.COMMANDLINE
+    ]
+    for param in given:
+        flag = param.opts[0]
+        if with_config and param.name in DATA_ONLY:
+            raise click.UsageError(
+                f"{flag} backtests DATA; with --config the config sets it "
+                f"({DATA_ONLY[param.name]}), as training reads it"
+            )
+        if not with_config and param.name in CONFIG_ONLY:
+            raise click.UsageError(f"{flag} goes with --config, not DATA")
 
 
 def _with_window(exc: Exception, window: int) -> Exception:

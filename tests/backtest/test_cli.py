@@ -373,7 +373,7 @@ def test_n_seeds_for_a_model_without_boosters_is_a_usage_error(
     config.write_text("{}")
     result = CliRunner().invoke(cli, ["backtest", "--config", str(config), "--n-seeds", "2"])
     assert result.exit_code == 2
-    assert "set model.params.n_seeds in the config" in result.output
+    assert "with --config the config sets it (model.params.n_seeds)" in result.output
 
 
 def test_a_cold_start_sweep_says_where_prediction_stops_paying(

@@ -160,7 +160,7 @@ def test_the_flag_needs_what_it_distributes() -> None:
     data = CliRunner().invoke(
         cli, ["backtest", str(DATA / "nyc_taxi_passengers_30min.csv"), "--dask-scheduler", "x"]
     )
-    assert data.exit_code == 2 and "--dask-scheduler runs the workloads of --config" in data.output
+    assert data.exit_code == 2 and "--dask-scheduler goes with --config, not DATA" in data.output
 
 
 @pytest.mark.parametrize("command", ["backtest", "train"])

@@ -105,7 +105,34 @@ def test_bad_invocations_name_what_to_change(config: Path, tmp_path: Path):
     # the margin of a config's backtest is the config's, which `train --tune` reads too
     margin = backtest(config, tmp_path / "x.json", "--tuning-margin", "0.5")
     assert margin.exit_code == 2
-    assert "with --config, set evaluation.tuning_margin in the config" in margin.output
+    assert "with --config the config sets it (evaluation.tuning_margin)" in margin.output
+
+
+@pytest.mark.parametrize(
+    ("flag", "where"),
+    [
+        (["--policies", "reactive,hybrid"], "(evaluation.policies)"),
+        (["--slo-unserved", "0.01"], "(each workload's capacity.slo_unserved_fraction)"),
+        (["--model", "ewma"], "(model.name)"),
+        (["--value-col", "nope"], "(source.value_col)"),
+        (["--peak-replicas", "10"], "(each workload's capacity.capacity_per_replica)"),
+    ],
+)
+def test_a_flag_of_data_backtests_is_refused_with_config_not_ignored(
+    config: Path, tmp_path: Path, flag: list[str], where: str
+):
+    result = backtest(config, tmp_path / "x.json", *flag)
+    assert result.exit_code == 2
+    assert f"{flag[0]} backtests DATA; with --config the config sets it {where}" in result.output
+    assert not (tmp_path / "x.json").exists()  # refused before any work
+
+
+@pytest.mark.parametrize("flag", [["--workload", "cpu"], ["--tracking-uri", "sqlite:///x.db"]])
+def test_a_flag_of_config_backtests_is_refused_with_data(flag: list[str]):
+    data = str(DATA / "nyc_taxi_passengers_30min.csv")
+    result = CliRunner().invoke(cli, ["backtest", data, *flag])
+    assert result.exit_code == 2
+    assert f"{flag[0]} goes with --config, not DATA" in result.output
 
 
 def test_a_workload_whose_hpa_scales_on_gpu_utilization_is_compared_with_it(
