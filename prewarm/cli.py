@@ -62,6 +62,12 @@ def main() -> None:
             raise
         from prewarm.exit_codes import ExitCode, fail
 
+        if isinstance(exc, OSError) and exc.filename is not None:
+            # The machine's refusal, not a bug: a report that cannot be written there.
+            fail(
+                f"cannot write or read {str(exc.filename)[:200]!r}: {exc.strerror}",
+                ExitCode.FAILURE,
+            )
         fail(
             f"unexpected {type(exc).__name__}: {str(exc)[:500]} (run again with "
             f"{TRACEBACK_VARIABLE}=1 to see where; please report it)",

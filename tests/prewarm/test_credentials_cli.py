@@ -110,6 +110,25 @@ def test_an_unexpected_failure_is_one_line_without_credentials(
     assert "Traceback" not in err and SECRET not in err
 
 
+def _write_where_nothing_can_be() -> None:
+    Path("/proc/prewarm-report/x.json").write_text("{}")  # the kernel's, never writable
+
+
+def test_a_file_that_cannot_be_written_is_named_not_reported_as_a_bug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli_module, "cli", _write_where_nothing_can_be)
+    monkeypatch.delenv(cli_module.TRACEBACK_VARIABLE, raising=False)
+    with pytest.raises(SystemExit) as ended:
+        cli_module.main()
+    assert ended.value.code == ExitCode.FAILURE
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "Error: cannot write or read '/proc/prewarm-report/x.json': No such file or directory\n"
+    )
+
+
 def test_the_traceback_is_there_on_request(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli_module, "cli", _explode)
     monkeypatch.setenv(cli_module.TRACEBACK_VARIABLE, "1")
