@@ -181,6 +181,19 @@ def _log_tuned(name: str, settings: dict[str, float], document: dict[str, Any]) 
     edge = backtest_report.edge_line(document)
     if edge is not None:
         log.warning("workload %s: %s", name, edge, extra=extra)
+    if not hybrid["meets_slo"]:
+        slo = document["settings"]["slo_unserved_fraction"]
+        log.warning(
+            "workload %s: the tuned hybrid leaves %.2f%% of the work unserved out of sample, "
+            "%.0fx the SLO's %.2f%%: no setting tuned on the first half of the history held it "
+            "on the second; it is registered and served as asked. The backtest report "
+            "(prewarm backtest --config --report-dir) shows when the work went unserved",
+            name,
+            100 * hybrid["unserved_fraction"],
+            hybrid["unserved_fraction"] / slo,
+            100 * slo,
+            extra=extra,
+        )
     saving = deployed["savings"].get("vs_reactive")
     if saving is not None and saving < 0:
         log.warning(

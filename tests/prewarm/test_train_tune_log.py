@@ -88,6 +88,21 @@ def test_a_rung_of_reach_is_named(records: list[logging.LogRecord]) -> None:
     assert all(record.levelno == logging.INFO for record in records)
 
 
+def test_a_hybrid_that_misses_the_slo_out_of_sample_is_a_warning(
+    records: list[logging.LogRecord],
+) -> None:
+    missed = document(800.0, 1_000.0, SETTINGS)
+    missed["deployed"]["policies"]["hybrid"] |= {"meets_slo": False, "unserved_fraction": 0.0336}
+    _log_tuned("chat", SETTINGS, missed)
+    warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert any(
+        "the tuned hybrid leaves 3.36% of the work unserved out of sample, 34x the SLO's 0.10%"
+        in message
+        for message in warnings
+    ), warnings
+    assert "misses the SLO (3.36e-02 unserved)" in records[0].getMessage()
+
+
 def test_a_setting_at_the_slos_edge_is_a_warning(records: list[logging.LogRecord]) -> None:
     at_edge = document(800.0, 1_000.0, SETTINGS)
     at_edge["deployed"]["policies"]["reactive"]["unserved_fraction"] = 9.8e-4
