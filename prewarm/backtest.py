@@ -68,8 +68,21 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
 @dask_scheduler_option("With --config: run the workloads' backtests")
 @click.option("--tracking-uri", help="With --config: the MLflow store (default: the config's).")
 @click.option("--value-col", help="Column holding the demand (default: detected).")
-@click.option("--step", "step", type=Duration(allow_auto=True), default="auto", show_default=True)
-@click.option("--cold-start", type=Duration(), default="5m", show_default=True)
+@click.option(
+    "--step",
+    "step",
+    type=Duration(allow_auto=True),
+    default="auto",
+    show_default=True,
+    help="Grid the data is resampled to (auto: the data's own step).",
+)
+@click.option(
+    "--cold-start",
+    type=Duration(),
+    default="5m",
+    show_default=True,
+    help="Time from asking for a replica to its serving (node, image pull, weight load).",
+)
 @click.option(
     "--cold-start-sweep",
     type=Durations(),
@@ -89,10 +102,33 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
     show_default=True,
     help="Size capacity so the 99th percentile of demand needs N replicas at utilization 1.",
 )
-@click.option("--replica-hour-cost", type=PositiveNumber(), default=4.0, show_default=True)
-@click.option("--slo-latency", type=Duration(), default="30s", show_default=True)
-@click.option("--slo-unserved", type=float, default=0.001, show_default=True)
-@click.option("--policies", default=DEFAULT_POLICIES, show_default=True)
+@click.option(
+    "--replica-hour-cost",
+    type=PositiveNumber(),
+    default=4.0,
+    show_default=True,
+    help="Price of one replica for an hour: costs are replica-hours times it.",
+)
+@click.option(
+    "--slo-latency",
+    type=Duration(),
+    default="30s",
+    show_default=True,
+    help="Work served later than this after it arrives counts as unserved.",
+)
+@click.option(
+    "--slo-unserved",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.001,
+    show_default=True,
+    help="The SLO: the fraction of the work that may go unserved (0.001 = 0.1%).",
+)
+@click.option(
+    "--policies",
+    default=DEFAULT_POLICIES,
+    show_default=True,
+    help="Comma-separated policies to compare (registered names).",
+)
 @click.option(
     "--hpa-metric",
     type=click.Choice(["demand", "gpu-utilization"]),
@@ -123,7 +159,13 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
     help="Least span scored after the first training window. auto: 3d, or on data shorter "
     "than 6 days what is left after 3 days of training, but at least its last 20%.",
 )
-@click.option("--retrain-every", type=Duration(), default="1d", show_default=True)
+@click.option(
+    "--retrain-every",
+    type=Duration(),
+    default="1d",
+    show_default=True,
+    help="How often the walk-forward refits the model on the training window before it.",
+)
 @click.option(
     "--tuning-margin",
     type=click.FloatRange(0, 1, min_open=True),
@@ -150,8 +192,13 @@ def dask_scheduler_option(runs: str) -> Callable[[F], F]:
     "boosting models' n_seeds): a steadier forecast for N times the fit. With --config: "
     "the config's model.params.",
 )
-@click.option("--json", "json_path", type=OutputFile())
-@click.option("--report-dir", type=OutputFolder())
+@click.option("--json", "json_path", type=OutputFile(), help="Write the report as JSON here.")
+@click.option(
+    "--report-dir",
+    type=OutputFolder(),
+    help="Write the report here: Markdown, JSON, the cost/unserved frontier and each "
+    "policy's ready capacity around the largest spike (PNG).",
+)
 @log_level_option("INFO")
 def backtest(
     data: Path | None,

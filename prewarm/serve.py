@@ -138,8 +138,16 @@ def _check_addresses(settings: ServingSettings, flags: Mapping[str, Any]) -> Non
 @click.option("--port", type=PORT, default=None, help="HTTP(S) port [default: 8080].")
 @click.option("--grpc-port", type=PORT, default=None, help="KEDA external scaler port [9000].")
 @click.option("--no-grpc", is_flag=True, help="Do not start the gRPC external scaler.")
-@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Serve HTTPS with this certificate (PEM; `prewarm certs` makes one), with --tls-key.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The private key of --tls-cert (PEM).",
+)
 @click.option(
     "--client-ca",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
