@@ -123,6 +123,12 @@ def run_evaluation(
     window = window_cells(horizon, hold, history.step)
     times = pd.DatetimeIndex(history.frame["timestamp"].unique()).sort_values()
     eval_cells, notes = evaluation_cells(len(times), history.step, cells, eval_days)
+    if cells * history.step != horizon:
+        notes.append(
+            f"--horizon {duration_text(horizon)} is not a whole number of the data's "
+            f"{duration_text(history.step)} steps: forecasts are scored "
+            f"{duration_text(cells * history.step)} ahead, the next whole step."
+        )
     scored_window: tuple[int, int] | None = window
     if window[1] > eval_cells:
         # No origin's window would end within the data: forecasting each of its horizons
@@ -213,10 +219,12 @@ def evaluation_cells(
     if cells < 1:
         raise ConfigError(f"`--eval-days` {eval_days!r} is shorter than one step of the data")
     if cells >= n - horizon:
-        flag = "lower --horizon" if eval_days is None else "lower --eval-days or leave it out"
+        asked = "" if eval_days is None else f" (--eval-days {eval_days:g})"
+        flags = "lower --horizon" if eval_days is None else "lower --horizon or --eval-days"
         raise NotEnoughHistoryError(
-            f"scoring {duration_text(cells * step)} of forecasts {duration_text(horizon * step)} "
-            f"ahead needs more history: the data spans {duration_text(total)}; {flag}"
+            f"scoring {duration_text(cells * step)}{asked} of forecasts "
+            f"{duration_text(horizon * step)} ahead (--horizon) needs more history: the data "
+            f"spans {duration_text(total)}; {flags}"
         )
     return cells, notes
 

@@ -65,7 +65,12 @@ def test_evaluate_prints_a_table_and_writes_the_json(trace, tmp_path):
         pytest.param(["--models", "prophet"], "unknown model 'prophet'", id="unknown-model"),
         pytest.param(["--horizon", "soon"], "duration such as 30s", id="bad-duration"),
         pytest.param(["--eval-days", "30"], "needs more history: the data spans 6d", id="too-long"),
-        pytest.param(["--eval-days", "30"], "lower --eval-days", id="too-long-names-the-flag"),
+        pytest.param(
+            ["--eval-days", "30"],
+            "(--eval-days 30) of forecasts 10m ahead (--horizon) needs more history",
+            id="too-long-echoes-the-flags",
+        ),
+        pytest.param(["--eval-days", "30"], "lower --horizon or --eval-days", id="names-both"),
     ],
 )
 def test_bad_input_exits_non_zero_with_one_clear_line(trace, args, message):
@@ -288,3 +293,16 @@ def test_a_fit_s_warning_names_its_model_once_per_model(tmp_path: Path) -> None:
     # the refits were there to say it again: the scored span has several blocks
     started = [r["message"] for r in records if r["logger"] == "prewarm.progress"]
     assert "evaluating lightgbm: 0/3" in started
+
+
+def test_a_horizon_between_steps_is_rounded_up_and_said(trace, tmp_path):
+    out = tmp_path / "report.json"
+    args = ["evaluate", str(trace), "--horizon", "7m", "--models", "last-value"]
+    result = CliRunner().invoke(cli, [*args, "--eval-days", "1", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["horizon_cells"] == 2 and report["horizon_seconds"] == 600
+    assert (
+        "--horizon 7m is not a whole number of the data's 5m steps: forecasts are scored 10m "
+        "ahead, the next whole step." in report["notes"]
+    )
