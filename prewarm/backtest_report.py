@@ -372,13 +372,20 @@ def write_report(
     (directory / MARKDOWN_NAME).write_text(markdown(document))
 
 
+def _source(data: dict[str, Any]) -> str:
+    """What was replayed: the file, or a workload of a config (the rows of its own span)."""
+    if "workload" in data:
+        return f"of workload `{data['workload']}` from the config `{data['path']}`"
+    return f"`{data['path']}`"
+
+
 def markdown(document: dict[str, Any]) -> str:
     """A short report tying the table, the plots and the JSON together."""
     data, evaluation = document["data"], document["evaluation"]
     lines = [
         "# Backtest",
         "",
-        f"Data `{data['path']}`: {data['rows']} rows every {data['step_seconds']} s; "
+        f"Data {_source(data)}: {data['rows']} rows every {data['step_seconds']} s; "
         f"evaluated {evaluation['start']} to {evaluation['end']} ({evaluation['hours']:.1f} h).",
         "",
         tables.markdown_table(policy_table(document)),

@@ -57,3 +57,6 @@ def test_workloads_are_grouped_by_tier_with_its_slo_latency(tmp_path: Path) -> N
     assert "| 30s |" in rows["chat"]
     assert "| 5m |" in rows["nightly"]
     assert "| 1m |" in rows["reports"]
+    # each workload's report names what was replayed: the workload, from the config
+    report = (tmp_path / "report" / "chat" / "backtest.md").read_text()
+    assert f"Data of workload `chat` from the config `{path}`: " in report
