@@ -42,6 +42,7 @@ import functools
 import inspect
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -185,8 +186,11 @@ class StageProbe:
 
     def finish(self) -> dict[str, Any]:
         self._close_segment()
+        # The largest peak of the worker processes the run started and waited for (the
+        # gate's sweeps on one per usable CPU), which this process's own peak leaves out.
+        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
         return {"wall_s": self.wall, "cpu_s": self.cpu, "peak_bytes": self.peak,
-                "calls": self.calls}  # fmt: skip
+                "calls": self.calls, "children_peak_bytes": children}  # fmt: skip
 
 
 def child(config_path: str, out_path: str, scheduler: str = "") -> None:
@@ -250,7 +254,11 @@ def run(
         if not figures.exists():
             raise RuntimeError(f"training on {n} workloads failed:\n{done.stderr[-3000:]}")
         result = json.loads(figures.read_text())
-        result["worker_peak_bytes"] = _worker_peaks(cluster)
+        result["worker_peak_bytes"] = (
+            _worker_peaks(cluster)
+            if cluster is not None
+            else ([result["children_peak_bytes"]] if result["children_peak_bytes"] else [])
+        )
     result.update(
         workloads=n, days=days, dask_workers=dask_workers, wall_time_s=wall, model=model,
         fit_jobs=fit_jobs, stdout=done.stdout.strip(),
@@ -360,7 +368,13 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
     ]
     for r in runs:
         cpu = sum(r["cpu_s"].values())
-        place = f"LocalCluster, {r['dask_workers']} workers" if r["dask_workers"] else "one process"
+        place = (
+            f"LocalCluster, {r['dask_workers']} workers"
+            if r["dask_workers"]
+            else "one process and its local workers (their largest peak)"
+            if r["worker_peak_bytes"]
+            else "one process"
+        )
         peaks = ", ".join(f"{b / MIB:,.0f}" for b in r["worker_peak_bytes"])
         workers = f"{peaks} MiB" if peaks else "-"
         lines.append(

@@ -129,7 +129,8 @@ class TooManyError(ServingError):
 
 
 class ForecastUnavailableError(ServingError):
-    """No trustworthy forecast right now: stale data, source error or failed prediction (503).
+    """No value to serve right now: stale data, a source error, a failed prediction, a policy
+    drift or shadow mode (503).
 
     Answering 503 instead of a low number makes the HPA hold its current replica count and
     lets KEDA's fallback apply.

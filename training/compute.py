@@ -10,10 +10,15 @@ as it always did. ``dask[distributed]`` is an optional dependency (``pip install
 
 from __future__ import annotations
 
+import logging
 import math
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from logging.handlers import QueueHandler, QueueListener
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -177,18 +182,26 @@ def map_calls(
     calls: Mapping[str, Sequence[Any]],
     client: Client | None,
 ) -> Iterator[tuple[str, R]]:
-    """Each ``function(*calls[name])`` with its ``name``: computed here, in order, without
-    a client; on the cluster's workers, yielded as they complete, with one.
+    """Each ``function(*calls[name])`` with its ``name``: on the cluster's workers with a
+    client, else on this machine: in order here when there are few calls or one usable CPU,
+    otherwise on a worker process per usable CPU (:func:`usable_cpus`: the CronJob's CPU
+    limit). Off this process, results are yielded as they complete.
 
     ``function`` must be pure and importable on the workers (a module-level
-    :mod:`forecaster` function): the cluster runs it on pickled arguments.
+    :mod:`forecaster` function): the cluster, or the local processes, run it on pickled
+    arguments. The local processes' log records are handled here, as this process's own.
 
     Raises
     ------
     ComputeError
-        When the cluster loses a call (a worker dies, the scheduler goes away).
+        When the cluster loses a call (a worker dies, the scheduler goes away), or a local
+        worker process dies (killed for memory, say).
     """
     if client is None:
+        workers = min(usable_cpus(), len(calls)) if len(calls) >= LOCAL_POOL_MIN_CALLS else 1
+        if workers > 1:
+            yield from _in_processes(function, calls, workers)
+            return
         for name, args in calls.items():
             yield name, function(*args)
         return
@@ -199,6 +212,62 @@ def map_calls(
     for future in as_completed(futures, loop=client.loop):
         name = futures[future]
         yield name, _result(future, name)
+
+
+LOCAL_POOL_MIN_CALLS = 8
+"""Fewest calls run on local worker processes: starting one (a fresh interpreter importing
+prewarm) costs seconds, which a handful of calls does not repay."""
+
+
+def _in_processes(
+    function: Callable[..., R], calls: Mapping[str, Sequence[Any]], workers: int
+) -> Iterator[tuple[str, R]]:
+    """:func:`map_calls` on ``workers`` local processes, their log records sent back here."""
+    context = multiprocessing.get_context("spawn")  # a fork would copy this process's threads
+    records: Any = context.Queue()
+    listener = QueueListener(records, _Relay())
+    listener.start()
+    pool = ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_send_logs, initargs=(records, _levels())
+    )
+    try:
+        futures = {pool.submit(function, *args): name for name, args in calls.items()}
+        for future in as_completed(futures):
+            try:
+                yield futures[future], future.result()
+            except BrokenProcessPool as exc:
+                raise ComputeError(
+                    f"a local worker process died while computing {futures[future]!r} "
+                    f"(killed for memory?); {workers} ran at once"
+                ) from exc
+    finally:
+        # A caller that stops early (an error) does not wait for the calls left.
+        pool.shutdown(wait=True, cancel_futures=True)
+        listener.stop()
+
+
+class _Relay(logging.Handler):
+    """Hands a worker's record to this process's logger of the same name."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger(record.name).handle(record)
+
+
+def _levels() -> dict[str, int]:
+    """This process's levels of prewarm's loggers, for the workers to filter alike."""
+    from training.logs import PACKAGES
+
+    return {name: logging.getLogger(name).getEffectiveLevel() for name in PACKAGES}
+
+
+def _send_logs(records: Any, levels: Mapping[str, int]) -> None:
+    """A worker's set-up: every record to ``records``, prewarm's at this process's levels,
+    other libraries' from warnings up."""
+    root = logging.getLogger()
+    root.handlers = [QueueHandler(records)]
+    root.setLevel(logging.WARNING)
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
 
 
 def _result(future: Any, name: str) -> Any:

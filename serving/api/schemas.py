@@ -195,7 +195,7 @@ ERRORS: dict[int, str] = {
     400: "Malformed request: selector, query parameter",
     401: "The bearer token is missing or wrong (when one is configured)",
     404: "Unknown workload or metric",
-    503: "No trustworthy forecast (stale data, drift, no model, shadow mode): hold",
+    503: "No value to scale on (stale data, drift, no model, shadow mode): hold",
 }
 """Every error status a route of prewarm answers, each with a ``metav1.Status`` body."""
 

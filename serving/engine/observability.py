@@ -299,7 +299,7 @@ class ServingMetrics:
         )
         self.unavailable = Counter(
             "prewarm_unavailable_responses",
-            "Requests answered 503 / UNAVAILABLE because no trustworthy forecast existed, by "
+            "Requests answered 503 / UNAVAILABLE because no value could be served, by "
             "reason (stale, drift, no_model, no_forecast, shadow)",
             ["api", "workload", "reason"],
             registry=registry,

@@ -271,7 +271,7 @@ class Snapshot:
         if refused is not None:
             cause, reason = refused
             raise ForecastUnavailableError(
-                f"no trustworthy forecast for workload {workload!r}: {reason}", cause=cause
+                f"workload {workload!r} gets no value to scale on: {reason}", cause=cause
             )
         forecast = self.states[workload].forecast
         assert forecast is not None

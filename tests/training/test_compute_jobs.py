@@ -3,6 +3,7 @@ cgroup quota); its model's fit runs on them unless the config says otherwise."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from forecaster.frame import regularize, validate_frame
 from forecaster.models.quantile_gbm import QuantileGradientBoosting
 from forecaster.scenarios import gpu_inference_demand
-from training import pipeline
+from training import compute, pipeline
 from training.compute import usable_cpus
 from training.config import parse_config
 
@@ -74,3 +75,38 @@ def test_the_fit_uses_the_jobs_cpus_unless_configured(monkeypatch, params, fit_j
     )
     assert seen == [fit_jobs]
     assert model.get_params()["n_jobs"] == kept  # the registered model forecasts as configured
+
+
+def logged_square(value: int) -> int:
+    """A call that logs, as a backtest's model fit may (importable by the worker processes)."""
+    logging.getLogger("forecaster.models").warning("squaring %d", value)
+    return value * value
+
+
+def test_many_calls_run_on_local_processes_with_the_same_results(monkeypatch, caplog):
+    monkeypatch.setattr(compute, "usable_cpus", lambda: 2)
+    calls = {f"w{i}": (i,) for i in range(compute.LOCAL_POOL_MIN_CALLS)}
+    with caplog.at_level(logging.WARNING, logger="forecaster"):
+        results = dict(compute.map_calls(logged_square, calls, None))
+    assert results == {name: args[0] ** 2 for name, args in calls.items()}
+    # each worker's record handled here, as this process's own
+    found = sorted(r.getMessage() for r in caplog.records if r.name == "forecaster.models")
+    assert found == sorted(f"squaring {i}" for i in range(compute.LOCAL_POOL_MIN_CALLS))
+    assert {r.processName for r in caplog.records if r.name == "forecaster.models"} != {
+        "MainProcess"
+    }
+
+
+def test_few_calls_or_one_cpu_run_here_in_order(monkeypatch):
+    monkeypatch.setattr(compute, "usable_cpus", lambda: 1)
+    calls = {f"w{i}": (i,) for i in range(compute.LOCAL_POOL_MIN_CALLS)}
+    assert list(compute.map_calls(lambda v: os.getpid(), calls, None)) == [
+        (name, os.getpid()) for name in calls
+    ]
+
+
+def test_a_local_worker_that_dies_is_a_compute_error(monkeypatch):
+    monkeypatch.setattr(compute, "usable_cpus", lambda: 2)
+    calls = {f"w{i}": (1,) for i in range(compute.LOCAL_POOL_MIN_CALLS)}
+    with pytest.raises(compute.ComputeError, match="a local worker process died while computing"):
+        list(compute.map_calls(os._exit, calls, None))
