@@ -379,7 +379,7 @@ def _cell(entry: dict[str, Any], path: tuple[str, ...], fmt: str) -> Cell:
 @click.option(
     "--hold",
     type=Duration(),
-    default=f"{DEFAULT_HOLD_SECONDS}s",
+    default=duration_text(DEFAULT_HOLD_SECONDS),
     show_default=True,
     help="Length of the window past --horizon whose maximum demand the window columns score.",
 )

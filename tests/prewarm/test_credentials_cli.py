@@ -4,6 +4,7 @@ what no command foresaw ends in one line instead of a traceback."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -96,15 +97,22 @@ def _explode() -> None:
     raise RuntimeError(f"driver said no to postgresql://admin:{SECRET}@db/prewarm")
 
 
-def test_an_unexpected_failure_is_one_line_without_credentials(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setattr(cli_module, "cli", _explode)
+def failed_main(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], failing: Any
+) -> str:
+    """What ``prewarm`` prints when ``failing`` stands for its command: exit 1 asserted."""
+    monkeypatch.setattr(cli_module, "cli", failing)
     monkeypatch.delenv(cli_module.TRACEBACK_VARIABLE, raising=False)
     with pytest.raises(SystemExit) as ended:
         cli_module.main()
     assert ended.value.code == ExitCode.FAILURE
-    err = capsys.readouterr().err
+    return capsys.readouterr().err
+
+
+def test_an_unexpected_failure_is_one_line_without_credentials(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = failed_main(monkeypatch, capsys, _explode)
     assert err.startswith("Error: unexpected RuntimeError: driver said no to postgresql://***@db")
     assert "PREWARM_TRACEBACK=1" in err
     assert "Traceback" not in err and SECRET not in err
@@ -117,15 +125,9 @@ def _write_where_nothing_can_be() -> None:
 def test_a_file_that_cannot_be_written_is_named_not_reported_as_a_bug(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli_module, "cli", _write_where_nothing_can_be)
-    monkeypatch.delenv(cli_module.TRACEBACK_VARIABLE, raising=False)
-    with pytest.raises(SystemExit) as ended:
-        cli_module.main()
-    assert ended.value.code == ExitCode.FAILURE
-    err = capsys.readouterr().err
-    assert (
-        err
-        == "Error: cannot write or read '/proc/prewarm-report/x.json': No such file or directory\n"
+    err = failed_main(monkeypatch, capsys, _write_where_nothing_can_be)
+    assert err == (
+        "Error: cannot write or read '/proc/prewarm-report/x.json': No such file or directory\n"
     )
 
 
