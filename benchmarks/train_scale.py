@@ -42,10 +42,10 @@ import functools
 import inspect
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -186,16 +186,77 @@ class StageProbe:
 
     def finish(self) -> dict[str, Any]:
         self._close_segment()
-        # The largest peak of the worker processes the run started and waited for (the
-        # gate's sweeps on one per usable CPU), which this process's own peak leaves out.
-        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
         return {"wall_s": self.wall, "cpu_s": self.cpu, "peak_bytes": self.peak,
-                "calls": self.calls, "children_peak_bytes": children}  # fmt: skip
+                "calls": self.calls}  # fmt: skip
+
+
+class WorkerWatch:
+    """The peak resident memory of each local worker process of this one (a
+    ``multiprocessing`` spawn child: the gate's sweeps on one per usable CPU), and the most
+    this process and its workers held at once, read from ``/proc`` every ``interval`` s while
+    they run: a worker's own figures die with it, and the kernel's peak of a process's
+    children counts what a forked child shares with its parent (3 GiB for a ``git`` call)."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval = interval
+        self.peaks: dict[int, int] = {}
+        self.together = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        me = os.getpid()
+        while not self._stop.wait(self.interval):
+            held = _status(me).get("VmRSS", 0)
+            for pid in _workers(me):
+                status = _status(pid)
+                self.peaks[pid] = max(self.peaks.get(pid, 0), status.get("VmHWM", 0))
+                held += status.get("VmRSS", 0)
+            self.together = max(self.together, held)
+
+
+def _workers(parent: int) -> list[int]:
+    """This process's spawned multiprocessing children."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if ppid == parent and b"spawn_main" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def _status(pid: int) -> dict[str, int]:
+    """``VmRSS`` and ``VmHWM`` of ``pid`` in bytes (empty once it is gone)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    return {
+        key: int(line.split()[1]) * 1024
+        for line in lines
+        for key in ("VmRSS", "VmHWM")
+        if line.startswith(key + ":")
+    }
 
 
 def child(config_path: str, out_path: str, scheduler: str = "") -> None:
     """The training process: ``prewarm train`` under the probe; writes the stage figures."""
     probe = StageProbe()
+    watch = WorkerWatch()
+    watch.start()
     probe.start()
     with probe.stage("other"):
         from prewarm.cli import cli
@@ -212,7 +273,10 @@ def child(config_path: str, out_path: str, scheduler: str = "") -> None:
         code = exc.code if isinstance(exc.code, int) else 1
     else:
         code = 0
-    Path(out_path).write_text(json.dumps({"exit_code": code, **probe.finish()}))
+    watch.stop()
+    workers = {"local_worker_peak_bytes": sorted(watch.peaks.values()),
+               "with_workers_peak_bytes": watch.together}  # fmt: skip
+    Path(out_path).write_text(json.dumps({"exit_code": code, **probe.finish(), **workers}))
 
 
 # -- the runs, from the benchmark process ---------------------------------------------------
@@ -255,9 +319,7 @@ def run(
             raise RuntimeError(f"training on {n} workloads failed:\n{done.stderr[-3000:]}")
         result = json.loads(figures.read_text())
         result["worker_peak_bytes"] = (
-            _worker_peaks(cluster)
-            if cluster is not None
-            else ([result["children_peak_bytes"]] if result["children_peak_bytes"] else [])
+            _worker_peaks(cluster) if cluster is not None else result["local_worker_peak_bytes"]
         )
     result.update(
         workloads=n, days=days, dask_workers=dask_workers, wall_time_s=wall, model=model,
@@ -371,7 +433,8 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
         place = (
             f"LocalCluster, {r['dask_workers']} workers"
             if r["dask_workers"]
-            else "one process and its local workers (their largest peak)"
+            else f"one process and {len(r['worker_peak_bytes'])} local workers (together at "
+            f"most {r['with_workers_peak_bytes'] / MIB:,.0f} MiB)"
             if r["worker_peak_bytes"]
             else "one process"
         )
