@@ -136,7 +136,9 @@ def _check_addresses(settings: ServingSettings, flags: Mapping[str, Any]) -> Non
 )
 @click.option("--host", default=None, help="Bind address [default: 127.0.0.1].")
 @click.option("--port", type=PORT, default=None, help="HTTP(S) port [default: 8080].")
-@click.option("--grpc-port", type=PORT, default=None, help="KEDA external scaler port [default: 9000].")
+@click.option(
+    "--grpc-port", type=PORT, default=None, help="KEDA external scaler port [default: 9000]."
+)
 @click.option("--no-grpc", is_flag=True, help="Do not start the gRPC external scaler.")
 @click.option(
     "--tls-cert",
