@@ -3,9 +3,10 @@ cluster that per-workload backtests run on: a client connected to an existing sc
 address, and pure :mod:`forecaster` calls mapped to its workers.
 
 Only the calls go to the workers; their results come back to the calling process, which
-writes the reports and logs to MLflow. Without an address every call runs here, in order,
-as it always did. ``dask[distributed]`` is an optional dependency (``pip install
-'prewarm[dask]'``), imported only when an address is given. See ``docs/scale.md``.
+writes the reports and logs to MLflow. Without an address the calls run on this machine: in
+order, or on a worker process per usable CPU when there are enough of them (:func:`map_calls`).
+``dask[distributed]`` is an optional dependency (``pip install 'prewarm[dask]'``), imported
+only when an address is given. See ``docs/scale.md``.
 """
 
 from __future__ import annotations

@@ -103,10 +103,12 @@ K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
 
-def _one_thread(call: Callable[[], T]) -> T:
-    """``call()`` with OpenMP held to one thread in the calling thread (its own setting)."""
-    with threadpool_limits(1, user_api="openmp"):
-        return call()
+def _one_openmp_thread() -> None:
+    """Hold OpenMP to one thread in the calling thread (a setting of its own), for good: a
+    worker thread of :meth:`QuantileGradientBoosting._side_by_side`, which ends with its pool.
+    Once per thread: the call inspects every loaded library (milliseconds), and a plan of
+    every quantile would pay it per regressor."""
+    threadpool_limits(1, user_api="openmp")
 
 
 def _fitted(regressor: Any, X: np.ndarray, y: np.ndarray, rows: np.ndarray) -> Any:
@@ -532,9 +534,12 @@ class QuantileGradientBoosting(BaseForecaster):
         """Each of ``calls`` (a regressor's fit or forecast), :attr:`n_jobs` at a time on
         threads (the engines release the GIL), each engine on one OpenMP thread."""
         if self.n_jobs == 1:
-            return {key: _one_thread(call) for key, call in calls.items()}
-        with ThreadPoolExecutor(self.n_jobs, thread_name_prefix="regressor") as pool:
-            futures = {key: pool.submit(_one_thread, call) for key, call in calls.items()}
+            with threadpool_limits(1, user_api="openmp"):
+                return {key: call() for key, call in calls.items()}
+        with ThreadPoolExecutor(
+            self.n_jobs, thread_name_prefix="regressor", initializer=_one_openmp_thread
+        ) as pool:
+            futures = {key: pool.submit(call) for key, call in calls.items()}
             return {key: future.result() for key, future in futures.items()}
 
     def _raw_window(
