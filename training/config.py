@@ -156,7 +156,7 @@ from forecaster.duration import parse_duration
 from forecaster.exceptions import ConfigError, PrewarmError, shown
 from forecaster.features import FeatureConfig
 from forecaster.frame import MAX_GRID_CELLS
-from forecaster.models import DEFAULT_MODEL, MODELS, make_model
+from forecaster.models import DEFAULT_MODEL, MODELS, make_model, unknown_model
 from forecaster.policies import POLICIES
 from forecaster.policies.predictive import QUANTILE_GRID
 from forecaster.workload import DEFAULT_TOLERANCE, TUNED, ColdStart, WorkloadPolicy, WorkloadSpec
@@ -730,7 +730,7 @@ class ModelConfig(_Strict):
     @classmethod
     def _known_model(cls, value: str) -> str:
         if value not in MODELS:
-            raise ValueError(f"unknown model {value!r}; registered models: {sorted(MODELS)}")
+            raise ValueError(unknown_model(value))
         return value
 
     @field_validator("params")

@@ -52,9 +52,7 @@ def make_model(name: str, **params: Any) -> BaseForecaster:
     try:
         factory = MODELS[name]
     except KeyError:
-        raise UnknownNameError(
-            f"unknown model {name!r}; registered models: {', '.join(sorted(MODELS))}"
-        ) from None
+        raise UnknownNameError(unknown_model(name)) from None
     known = factory().get_params()
     for param in params:
         if param not in known:
@@ -65,6 +63,18 @@ def make_model(name: str, **params: Any) -> BaseForecaster:
                 f"its parameters: {', '.join(sorted(known))}"
             )
     return factory(**params)
+
+
+def unknown_model(name: object) -> str:
+    """What is wrong with a model ``name`` that is not registered: the registered name it is
+    likely a typo of, and every registered name.
+
+    >>> unknown_model("lightgbm-windw").split("? ")[0]
+    "unknown model 'lightgbm-windw'; did you mean 'lightgbm-window'"
+    """
+    close = get_close_matches(str(name), MODELS, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown model {str(name)[:60]!r}; {hint}registered models: {', '.join(sorted(MODELS))}"
 
 
 def averages_boosters(name: str) -> bool:
@@ -79,4 +89,11 @@ def averages_boosters(name: str) -> bool:
     return "n_seeds" in make_model(name).get_params()
 
 
-__all__ = ["MODELS", "BaseForecaster", "averages_boosters", "make_model", "quantile_column"]
+__all__ = [
+    "MODELS",
+    "BaseForecaster",
+    "averages_boosters",
+    "make_model",
+    "quantile_column",
+    "unknown_model",
+]

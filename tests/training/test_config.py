@@ -55,6 +55,8 @@ CASES = [
      r"source: .*'prometheus', 'file', 'replay'"),
     ("bad-url", "source.url", 5, r"source\.url: .*5"),
     ("unknown-model", "model.name", "prophet", r"model\.name: unknown model 'prophet'"),
+    ("model-typo", "model.name", "lightgbm-windw",
+     r"model\.name: unknown model 'lightgbm-windw'; did you mean 'lightgbm-window'\?"),
     ("managed-param", "model.params", {"horizons": [1]}, r"model\.params: \['horizons'\]"),
     ("bad-engine", "model.params", {"engine": "xgboost"},
      r"model: .*params: `engine` must be one of \['lightgbm', 'hist-gbm'\], got 'xgboost'"),
