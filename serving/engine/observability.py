@@ -474,6 +474,6 @@ def configure_logging(level: str = "INFO") -> None:
         library = logging.getLogger(name)
         library.handlers[:] = []
         library.propagate = True
-    for name in MLFLOW_LOGGERS:
-        # The model store's database set-up says nine lines at INFO on every start.
-        logging.getLogger(name).setLevel(level.upper() if level.upper() == "DEBUG" else "WARNING")
+        if name in MLFLOW_LOGGERS:
+            # The model store's database set-up says nine lines at INFO on every start.
+            library.setLevel("DEBUG" if level.upper() == "DEBUG" else "WARNING")
