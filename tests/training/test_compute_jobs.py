@@ -77,8 +77,9 @@ def test_the_fit_uses_the_jobs_cpus_unless_configured(monkeypatch, params, fit_j
     assert model.get_params()["n_jobs"] == kept  # the registered model forecasts as configured
 
 
-# A logger of its own under prewarm's packages: other tests in this process log under theirs.
-WORKER_LOGGER = "forecaster.test_compute_jobs"
+# A logger outside prewarm's packages: a command run earlier in this test process (evaluate)
+# may have left a filter on their handler that rewrites a forecaster record's message.
+WORKER_LOGGER = "prewarm_tests.compute_jobs"
 
 
 def logged_square(value: int) -> int:
@@ -90,7 +91,7 @@ def logged_square(value: int) -> int:
 def test_many_calls_run_on_local_processes_with_the_same_results(monkeypatch, caplog):
     monkeypatch.setattr(compute, "usable_cpus", lambda: 2)
     calls = {f"w{i}": (i,) for i in range(compute.LOCAL_POOL_MIN_CALLS)}
-    with caplog.at_level(logging.WARNING, logger="forecaster"):
+    with caplog.at_level(logging.WARNING, logger=WORKER_LOGGER):
         results = dict(compute.map_calls(logged_square, calls, None))
     assert results == {name: args[0] ** 2 for name, args in calls.items()}
     # each worker's record handled here, as this process's own
