@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +82,21 @@ class ModelNamed(logging.Filter):
         self._said.add(kind)
         record.msg, record.args = f"{self.model}: {record.getMessage()}", None
         return True
+
+
+@contextmanager
+def models_named() -> Iterator[ModelNamed]:
+    """A ``ModelNamed`` filter on the forecaster's handlers for one run, taken off after it:
+    left on, it would name a model in whatever the process logs next."""
+    named = ModelNamed()
+    handlers = list(logging.getLogger("forecaster").handlers)
+    for handler in handlers:
+        handler.addFilter(named)
+    try:
+        yield named
+    finally:
+        for handler in handlers:
+            handler.removeFilter(named)
 
 
 def window_horizons(window: tuple[int, int]) -> tuple[int, ...]:
@@ -417,10 +434,7 @@ def evaluate(
     before the scored span is skipped, and the report says why.
     """
     configure_logging(log_level)
-    named = ModelNamed()
-    for handler in logging.getLogger("forecaster").handlers:
-        handler.addFilter(named)
-    with user_errors(), progress_bar() as bar:
+    with user_errors(), models_named() as named, progress_bar() as bar:
         tasks: dict[str, Any] = {}
 
         def callback(name: str, done: int, total: int) -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from rich.console import Console
 from forecaster.scenarios import steady_diurnal
 from prewarm import tables
 from prewarm.cli import cli
-from prewarm.evaluate import table_spec
+from prewarm.evaluate import ModelNamed, table_spec
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -306,3 +307,16 @@ def test_a_horizon_between_steps_is_rounded_up_and_said(trace, tmp_path):
         "--horizon 7m is not a whole number of the data's 5m steps: forecasts are scored 10m "
         "ahead, the next whole step." in report["notes"]
     )
+
+
+@pytest.mark.parametrize(("horizon", "code"), [("10m", 0), ("99d", 3)], ids=["run", "refused"])
+def test_the_model_naming_filter_is_taken_off_after_the_run(trace, horizon, code):
+    # Left on the forecaster's shared handlers, it prefixed what the process logged next with
+    # the last model evaluated.
+    result = CliRunner().invoke(
+        cli, ["evaluate", str(trace), "--models", "last-value", "--horizon", horizon]
+    )
+    assert result.exit_code == code, result.output
+    handlers = logging.getLogger("forecaster").handlers
+    assert handlers, "evaluate configures the forecaster's handlers"
+    assert not [f for h in handlers for f in h.filters if isinstance(f, ModelNamed)]
