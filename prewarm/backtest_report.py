@@ -209,7 +209,8 @@ def policy_table(document: dict[str, Any]) -> tables.TableSpec:
         ],
         notes=[f"{name} skipped: {reason}" for name, reason in document["skipped"].items()]
         + _excluded_note(evaluation["excluded"])
-        + document["notes"],
+        + document["notes"]
+        + [units_note(document["settings"])],
         left=("knob",),
     )
 
@@ -243,8 +244,17 @@ def deployed_table(document: dict[str, Any]) -> tables.TableSpec:
             (name, [cell(row) for _, cell in DEPLOYED_COLUMNS])
             for name, row in deployed["policies"].items()
         ],
-        notes=[],
+        notes=[units_note(document["settings"])],
         left=("setting",),
+    )
+
+
+def units_note(settings: dict[str, Any]) -> str:
+    """What the cost and unserved columns count: a bare number reads as money of no unit."""
+    return (
+        f"cost: replica-hours x {settings['replica_hour_cost']:g} per replica-hour "
+        "(--replica-hour-cost, capacity.replica_hour_cost); unserved: the fraction of the "
+        f"work not served within {duration_text(settings['slo_latency_seconds'])}"
     )
 
 

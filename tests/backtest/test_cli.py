@@ -211,6 +211,17 @@ def test_piped_output_is_markdown_with_every_value_whole(fortnight: dict) -> Non
         assert text in cells, f"{text!r} is not printed whole"
 
 
+def test_each_table_says_what_its_cost_and_unserved_count(fortnight: dict) -> None:
+    # A cost of "4,032.0" read as dollars, hours or replicas alike.
+    note = (
+        "cost: replica-hours x 4 per replica-hour (--replica-hour-cost, "
+        "capacity.replica_hour_cost); unserved: the fraction of the work not served within 30s"
+    )
+    assert fortnight["output"].count(note) == 2, fortnight["output"]
+    for row in fortnight["document"]["policies"].values():
+        assert row["cost"] == pytest.approx(4 * row["replica_hours"])
+
+
 @pytest.mark.parametrize(
     ("rung", "path"),
     [
