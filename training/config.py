@@ -979,7 +979,9 @@ class TrainConfig(_Strict):
             if self.source.files is not None:
                 unknown = sorted(set(names) - set(self.source.files))
                 if unknown:
-                    raise ValueError(f"`source.files` has no file for workloads {unknown}")
+                    raise ValueError(
+                        files_missing(unknown, sorted(set(self.source.files) - set(names)))
+                    )
         for w in self.workloads:
             if w.measures:  # its cold start is measured when it trains
                 continue
@@ -1211,6 +1213,18 @@ def _unknown_field(loc: tuple[int | str, ...]) -> str:
     if close:
         return f"unknown field (did you mean `{close[0]}`?)"
     return _MESSAGES["extra_forbidden"]
+
+
+def files_missing(workloads: list[str], keys: list[str]) -> str:
+    """Why ``workloads`` have no file in ``source.files``, and which of its ``keys`` that
+    name no workload is likely a typo of one of them."""
+    hints = [
+        f"its key {shown(close[0])} names no workload: did you mean {name!r}?"
+        for name in workloads
+        for close in [difflib.get_close_matches(name, keys, n=1, cutoff=0.6)]
+        if close
+    ]
+    return "; ".join([f"`source.files` has no file for workloads {workloads}", *hints])
 
 
 def _problem(item: Any) -> str:

@@ -97,6 +97,16 @@ def test_an_unknown_field_names_the_one_it_likely_is() -> None:
     )
 
 
+def test_a_files_key_that_names_no_workload_is_the_likely_typo_of_one() -> None:
+    data = document()
+    data["source"] = {"type": "file", "files": {"chta": "chat.csv", "other": "b.csv"}}
+    data["workloads"].append({**data["workloads"][0], "name": "search"})
+    assert error(data).splitlines()[1] == (
+        "  (top level): `source.files` has no file for workloads ['chat', 'search']; "
+        "its key 'chta' names no workload: did you mean 'chat'?"
+    )
+
+
 def test_echoed_values_and_keys_are_bounded() -> None:
     message = error(document({"cold_start": "x" * 10_000, "y" * 10_000: 1}))
     assert len(message) < 600
