@@ -462,9 +462,11 @@ class Refresher:
             if status.fresh:
                 logger.info("workload fresh", extra={"workload": name})
             else:
+                # The cause names what to mend: data (stale), a retrain (drift), a model...
                 logger.warning(
-                    "workload stale: its metric answers 503 / UNAVAILABLE",
-                    extra={"workload": name, "reason": status.reason},
+                    "workload not served (%s): its metric answers 503 / UNAVAILABLE",
+                    status.cause,
+                    extra={"workload": name, "cause": status.cause, "reason": status.reason},
                 )
 
     # -- loop ------------------------------------------------------------------------------

@@ -263,14 +263,20 @@ def test_failed_prediction_never_becomes_a_number(now: pd.Timestamp, result: str
 
 
 def test_a_config_that_left_the_registered_policy_is_refused_the_others_served(
-    now: pd.Timestamp,
+    now: pd.Timestamp, caplog: pytest.LogCaptureFixture
 ) -> None:
     frame = history(LEVELS, now, 200)
     registered = specs(LEVELS, max_replicas=500, capacity_per_replica=0.5)
     planner = fit_planner(frame, registered)
     served = {**registered, "chat": specs(LEVELS, max_replicas=3, capacity_per_replica=0.5)["chat"]}
     refresher, _, _ = build(now, planner, workload_specs=served)
-    snapshot = refresher.tick(now.to_pydatetime())
+    with caplog.at_level(logging.WARNING, logger="serving.engine.refresher"):
+        snapshot = refresher.tick(now.to_pydatetime())
+    # Said as a drift, what a retrain mends: not as stale data.
+    refused = [r for r in caplog.records if r.getMessage().startswith("workload not served")]
+    assert [(r.getMessage(), getattr(r, "workload", None)) for r in refused] == [
+        ("workload not served (drift): its metric answers 503 / UNAVAILABLE", "chat")
+    ]
     # Neither the registered bound (500) nor the config's (3): no number at all.
     with pytest.raises(ForecastUnavailableError, match=r"max_replicas 500 -> 3 since version 1"):
         snapshot.forecast("chat")
