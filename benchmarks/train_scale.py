@@ -16,6 +16,8 @@ stage     what it covers
 ========  =====================================================================
 pull      reading the files (``training.pipeline.pull_workloads``)
 validate  the history checks (``check_history`` / ``check_each``)
+tune      with ``--tune``: each workload's backtest, whose policy is registered
+          (``prewarm.config_backtest.backtest_workloads``)
 features  every feature matrix built: the fit's, the scoring's, the logged plan's
 fit       the model's fit besides its features (the LightGBM boosters, calibration)
 score     forecasting the gate window and the scores besides features and backtest
@@ -29,7 +31,10 @@ A nested stage's time and memory are its own, not its caller's (features inside 
 features): the features row's peak is the highest of its calls, the last of which runs while
 MLflow logging holds its own memory. Writes ``benchmarks/results/train_scale.{md,json}``.
 
-    python benchmarks/train_scale.py --workloads 10,100,300 [--days 30] [DATA_DIR]
+    python benchmarks/train_scale.py --workloads 10,100,300 [--days 30] [--tune] [DATA_DIR]
+
+``--tune`` trains as the nightly CronJob does (``prewarm train --tune``): each workload is
+backtested first, on worker processes as the gate's sweeps are.
 
 With ``--dask-workers K``, the largest N is also trained with ``--dask-scheduler`` on a fresh
 ``distributed.LocalCluster`` of K worker processes, and the two runs are compared.
@@ -66,13 +71,15 @@ from training.compute import usable_cpus  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "train_scale"
 STAGES = (
-    "pull", "validate", "features", "fit", "score", "backtest", "champion", "mlflow", "other",
+    "pull", "validate", "tune", "features", "fit", "score", "backtest", "champion", "mlflow",
+    "other",
 )  # fmt: skip
 # (module, attribute, stage): the functions the probe times, looked up where they are called.
 PROBES = (
     ("training.pipeline", "pull_workloads", "pull"),
     ("training.pipeline", "check_history", "validate"),
     ("training.pipeline", "check_each", "validate"),
+    ("prewarm.config_backtest", "backtest_workloads", "tune"),
     ("forecaster.models.quantile_gbm", "build_features", "features"),
     ("training.pipeline", "_fit", "fit"),
     ("training.pipeline", "_score", "score"),
@@ -252,7 +259,7 @@ def _status(pid: int) -> dict[str, int]:
     }
 
 
-def child(config_path: str, out_path: str, scheduler: str = "") -> None:
+def child(config_path: str, out_path: str, scheduler: str = "", tune: str = "") -> None:
     """The training process: ``prewarm train`` under the probe; writes the stage figures."""
     probe = StageProbe()
     watch = WorkerWatch()
@@ -263,10 +270,11 @@ def child(config_path: str, out_path: str, scheduler: str = "") -> None:
 
         probe.install()
     distributed = ["--dask-scheduler", scheduler] if scheduler else []
+    tuned = ["--tune"] if tune else []
     try:
         cli.main(
             ["train", "--config", config_path, "--no-progress", "--log-level", "WARNING",
-             *distributed],
+             *distributed, *tuned],
             prog_name="prewarm",
         )  # fmt: skip
     except SystemExit as exc:
@@ -295,8 +303,10 @@ def run(
     dask_workers: int = 0,
     model: str = DEFAULT_MODEL,
     fit_jobs: int | None = None,
+    tune: bool = False,
 ) -> dict[str, Any]:
     """Train on ``n`` workloads in a fresh process and store; its stage figures and wall time.
+    ``tune``: ``prewarm train --tune``.
 
     With ``dask_workers``, on a new ``LocalCluster`` of that many worker processes (one
     thread each), whose workers' peak memory is reported beside the training process's.
@@ -310,7 +320,7 @@ def run(
         began = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-c", "import sys; from benchmarks.train_scale import child; "
-             "child(*sys.argv[1:])", str(path), str(figures), scheduler],
+             "child(*sys.argv[1:])", str(path), str(figures), scheduler, "1" if tune else ""],
             cwd=out, capture_output=True, text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path[1:]])},
         )  # fmt: skip
@@ -323,7 +333,7 @@ def run(
         )
     result.update(
         workloads=n, days=days, dask_workers=dask_workers, wall_time_s=wall, model=model,
-        fit_jobs=fit_jobs, stdout=done.stdout.strip(),
+        fit_jobs=fit_jobs, tune=tune, stdout=done.stdout.strip(),
     )  # fmt: skip
     result["peak_total_bytes"] = max(result["peak_bytes"].values())
     if result["exit_code"] not in (0, 4):
@@ -418,7 +428,8 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
     lines = [
         "# Training at scale: wall time and peak memory per stage",
         "",
-        f"`prewarm train` on N workloads x {runs[0]['days']} days at 1-minute steps (file "
+        f"`prewarm train{' --tune' if runs[0].get('tune') else ''}` on N workloads x "
+        f"{runs[0]['days']} days at 1-minute steps (file "
         f"source, model `{runs[0]['model']}`, {_configuration(runs[0])}), each N "
         "in its own process with a fresh MLflow store; 1-minute load average "
         f"{load[0]:.2f} before, {load[1]:.2f} after (the benchmark's own load included). "
@@ -483,6 +494,7 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
     dask = f" --dask-workers {workers}" if workers else ""
     model = "" if runs[0]["model"] == DEFAULT_MODEL else f" --model {runs[0]['model']}"
     model += f" --fit-jobs {runs[0]['fit_jobs']}" if runs[0].get("fit_jobs") else ""
+    model += " --tune" if runs[0].get("tune") else ""
     sizes_run = ",".join(str(r["workloads"]) for r in local or runs)
     lines += [
         "",
@@ -509,6 +521,11 @@ def main() -> None:
         "the training process may use)",
     )
     parser.add_argument(
+        "--tune",
+        action="store_true",
+        help="train as the nightly CronJob does, with --tune: each workload backtested first",
+    )
+    parser.add_argument(
         "--dask-workers",
         type=int,
         default=0,
@@ -532,7 +549,7 @@ def main() -> None:
     for n in sizes:
         # The Dask run, at the largest N only, is the comparison, not another curve.
         for workers in (0, args.dask_workers) if args.dask_workers and n == max(sizes) else (0,):
-            runs.append(run(base, n, args.days, workers, args.model, args.fit_jobs))
+            runs.append(run(base, n, args.days, workers, args.model, args.fit_jobs, args.tune))
             r = runs[-1]
             print(f"{label(r)}: {r['wall_time_s']:.1f} s, peak "
                   f"{r['peak_total_bytes'] / MIB:,.0f} MiB, exit {r['exit_code']}",
