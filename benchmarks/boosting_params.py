@@ -85,17 +85,6 @@ def scores(entry: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def ratios(results: Mapping[str, Mapping[str, Any]], variant: str, key: str) -> list[float]:
-    """``variant``'s ``key`` over the default's, per trace (traces where either failed left
-    out)."""
-    return [
-        trace[variant][key] / trace["default"][key]
-        for trace in results.values()
-        if "error" not in trace.get(variant, {"error": ""})
-        and "error" not in trace.get("default", {"error": ""})
-    ]
-
-
 def geometric_mean(values: Sequence[float]) -> float:
     return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
 
@@ -109,15 +98,16 @@ def table(results: Mapping[str, Mapping[str, Any]], key: str, cover: str) -> lis
     ]
     variants = list(next(iter(results.values()))) if results else []
     for variant in variants:
-        cells = []
+        cells, ratios = [], []  # traces where either run failed are left out of the mean
         for trace in traces:
             entry = results[trace].get(variant, {})
             base = results[trace].get("default", {})
             if "error" in entry or "error" in base or not entry:
                 cells.append(f"failed: {entry.get('error', base.get('error', 'not run'))}")
                 continue
-            cells.append(f"{entry[key] / base[key]:.3f} ({entry[cover]:.3f})")
-        mean = geometric_mean(ratios(results, variant, key))
+            ratios.append(entry[key] / base[key])
+            cells.append(f"{ratios[-1]:.3f} ({entry[cover]:.3f})")
+        mean = geometric_mean(ratios)
         lines.append(f"| {variant} | " + " | ".join(cells) + f" | {mean:.3f} |")
     return lines
 

@@ -1218,12 +1218,11 @@ def _unknown_field(loc: tuple[int | str, ...]) -> str:
 def files_missing(workloads: list[str], keys: list[str]) -> str:
     """Why ``workloads`` have no file in ``source.files``, and which of its ``keys`` that
     name no workload is likely a typo of one of them."""
-    hints = [
-        f"its key {shown(close[0])} names no workload: did you mean {name!r}?"
-        for name in workloads
-        for close in [difflib.get_close_matches(name, keys, n=1, cutoff=0.6)]
-        if close
-    ]
+    hints = []
+    for name in workloads:
+        close = difflib.get_close_matches(name, keys, n=1, cutoff=0.6)
+        if close:
+            hints.append(f"its key {shown(close[0])} names no workload: did you mean {name!r}?")
     return "; ".join([f"`source.files` has no file for workloads {workloads}", *hints])
 
 

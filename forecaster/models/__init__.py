@@ -19,7 +19,7 @@ from difflib import get_close_matches
 from functools import partial
 from typing import Any
 
-from forecaster.exceptions import UnknownNameError
+from forecaster.exceptions import UnknownNameError, shown
 from forecaster.models.base import BaseForecaster, quantile_column
 from forecaster.models.combination import SELECT_CANDIDATES, Combination
 from forecaster.models.components import COMPONENTS
@@ -74,7 +74,8 @@ def unknown_model(name: object) -> str:
     """
     close = get_close_matches(str(name), MODELS, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown model {str(name)[:60]!r}; {hint}registered models: {', '.join(sorted(MODELS))}"
+    registered = ", ".join(sorted(MODELS))
+    return f"unknown model {shown(str(name), 60)}; {hint}registered models: {registered}"
 
 
 def averages_boosters(name: str) -> bool:

@@ -77,27 +77,23 @@ def test_the_fit_uses_the_jobs_cpus_unless_configured(monkeypatch, params, fit_j
     assert model.get_params()["n_jobs"] == kept  # the registered model forecasts as configured
 
 
-# A logger outside prewarm's packages: a command run earlier in this test process (evaluate)
-# may have left a filter on their handler that rewrites a forecaster record's message.
-WORKER_LOGGER = "prewarm_tests.compute_jobs"
-
-
 def logged_square(value: int) -> int:
     """A call that logs, as a backtest's model fit may (importable by the worker processes)."""
-    logging.getLogger(WORKER_LOGGER).warning("squaring %d", value)
+    logging.getLogger("forecaster.models").warning("squaring %d", value)
     return value * value
 
 
 def test_many_calls_run_on_local_processes_with_the_same_results(monkeypatch, caplog):
     monkeypatch.setattr(compute, "usable_cpus", lambda: 2)
     calls = {f"w{i}": (i,) for i in range(compute.LOCAL_POOL_MIN_CALLS)}
-    with caplog.at_level(logging.WARNING, logger=WORKER_LOGGER):
+    with caplog.at_level(logging.WARNING, logger="forecaster"):
         results = dict(compute.map_calls(logged_square, calls, None))
     assert results == {name: args[0] ** 2 for name, args in calls.items()}
     # each worker's record handled here, as this process's own
-    found = sorted(r.getMessage() for r in caplog.records if r.name == WORKER_LOGGER)
+    found = sorted(r.getMessage() for r in caplog.records if r.name == "forecaster.models")
     assert found == sorted(f"squaring {i}" for i in range(compute.LOCAL_POOL_MIN_CALLS))
-    assert "MainProcess" not in {r.processName for r in caplog.records if r.name == WORKER_LOGGER}
+    workers = {r.processName for r in caplog.records if r.name == "forecaster.models"}
+    assert "MainProcess" not in workers
 
 
 def test_few_calls_or_one_cpu_run_here_in_order(monkeypatch):
