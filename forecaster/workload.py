@@ -256,6 +256,8 @@ TUNED = (
     "buffer_quantile",
     "activation_probability",
 )
+# WorkloadPolicy fields training learns from the history, never stated in a config file.
+LEARNED = ("buffer", "buffer_level")
 # Hourly increments of a learned warm buffer (forecaster.buffer), one per UTC hour.
 BUFFER_HOURS = 24
 # The Kubernetes HPA's default tolerance: a ratio within 10 % of 1 changes nothing.

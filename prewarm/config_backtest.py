@@ -27,6 +27,7 @@ from prewarm.spans import duration_text
 from training.compute import map_calls
 from training.config import TrainConfig, with_current_hpa
 from training.pipeline import MODEL_TAGS, TAG_CHARS, Outcome, TrainResult, model_params
+from training.rotation import TuningRotation
 from training.sources import FetchedHistory
 
 if TYPE_CHECKING:
@@ -138,17 +139,26 @@ def tuned_policies(
     }
 
 
-def record_tuning(uri: str, trained: TrainResult, documents: Mapping[str, dict[str, Any]]) -> None:
+def record_tuning(
+    uri: str,
+    trained: TrainResult,
+    documents: Mapping[str, dict[str, Any]],
+    turn: TuningRotation | None = None,
+) -> None:
     """``--tune``'s out-of-sample verdicts on the run ``trained`` logged, for the MLflow UI:
-    every workload's deployed section as ``tuning/deployed.json``, how many tuned settings
-    meet the SLO and cost more than the tuned reactive HPA, hybrid's total cost over the
-    reactive HPA's where both meet it, and a tag naming the workloads where the HPA alone was
-    cheaper. Nothing when training logged no new run (the same data and configuration)."""
+    every tuned workload's deployed section as ``tuning/deployed.json``, how many tuned
+    settings meet the SLO and cost more than the tuned reactive HPA, hybrid's total cost over
+    the reactive HPA's where both meet it, and a tag naming the workloads where the HPA alone
+    was cheaper. With ``--tune-limit``'s rotation ``turn``, also how many workloads kept an
+    earlier run's settings and, as ``tuning/pending.json``, those whose settings no backtest
+    has scored (the next run tunes them first). Nothing when training logged no new run (the
+    same data and configuration)."""
     from mlflow.exceptions import MlflowException
 
     from training.documents import finite
     from training.exceptions import TrackingError
     from training.store import store_client
+    from training.tracking import TUNING_DEPLOYED, TUNING_PENDING
 
     if trained.run_id is None or trained.outcome is Outcome.UNCHANGED:
         return
@@ -163,6 +173,9 @@ def record_tuning(uri: str, trained: TrainResult, documents: Mapping[str, dict[s
         ),
         "tuning.dearer_than_reactive": float(len(dearer)),
     }
+    if turn is not None:
+        metrics["tuning.kept"] = float(len(turn.kept))
+        metrics["tuning.pending"] = float(len(turn.pending))
     if both:
         hybrid = sum(d["policies"]["hybrid"]["cost"] for d in both.values())
         reactive = sum(d["policies"]["reactive"]["cost"] for d in both.values())
@@ -170,7 +183,9 @@ def record_tuning(uri: str, trained: TrainResult, documents: Mapping[str, dict[s
     client = store_client(uri)
     run_id = trained.run_id
     try:
-        client.log_dict(run_id, finite(deployed), "tuning/deployed.json")
+        client.log_dict(run_id, finite(deployed), TUNING_DEPLOYED)
+        if turn is not None:
+            client.log_dict(run_id, {"workloads": sorted(turn.pending)}, TUNING_PENDING)
         for key, value in metrics.items():
             client.log_metric(run_id, key, value)
         if dearer:

@@ -111,6 +111,7 @@ class Policies:
 
     by_workload: dict[str, WorkloadPolicy]
     origin: str
+    version: str | None = None  # the registered version they are read from
 
 
 # -- policies --------------------------------------------------------------------------------
@@ -137,7 +138,7 @@ def registered_policies(config: TrainConfig, tracking_uri: str) -> Policies | No
         return None
     client = store_client(tracking_uri)
     policies = read_policies(client, name, version)
-    return Policies(policies, f"{POLICIES_ARTIFACT} of {name} v{version} (champion)")
+    return Policies(policies, f"{POLICIES_ARTIFACT} of {name} v{version} (champion)", version)
 
 
 def resolve_policies(config: TrainConfig, config_path: Path, tracking_uri: str) -> Policies:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,8 @@ from prewarm.options import (
 
 if TYPE_CHECKING:
     from distributed import Client
+
+    from training.rotation import TuningRotation
 
 # The shadow report exits by the same table under these names.
 EXIT_FAILURE = ExitCode.FAILURE
@@ -59,6 +62,14 @@ EXIT_DATA = ExitCode.DATA
     help="Backtest each workload first (as `prewarm backtest --config` does) and register "
     "hybrid's setting tuned out of sample as its policy, instead of the config's settings.",
 )
+@click.option(
+    "--tune-limit",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="With --tune: backtest at most N workloads this run (new ones, then those whose "
+    "policy changed, then a rotation by the data's day); the others keep the champion's "
+    "tuned settings. Bounds the run's time on a large fleet (docs/training.md).",
+)
 @dask_scheduler_option(
     "Run the gate's policy sweeps of the scored workloads, and with --tune the workloads' "
     "backtests (the fit stays here),"
@@ -70,6 +81,7 @@ def train(
     tracking_uri: str | None,
     no_promote: bool,
     tune: bool,
+    tune_limit: int | None,
     dask_scheduler: str | None,
     log_level: str,
     no_progress: bool,
@@ -91,6 +103,8 @@ def train(
 
     configure_logging(log_level)
     log = logging.getLogger("prewarm.train")
+    if tune_limit is not None and not tune:
+        fail("--tune-limit bounds the backtests of --tune: give --tune too", ExitCode.CONFIG)
     try:
         config = load_config(config_path)
     except ConfigError as exc:
@@ -100,20 +114,22 @@ def train(
             stage_progress("train", hidden=no_progress) as progress,
             dask_client(dask_scheduler or config.compute.scheduler) as client,
         ):
-            policies, backtests = (
-                _tuned(config, config_path, client, progress) if tune else (None, {})
+            uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
+            tuning = (
+                _tuned(config, config_path, client, progress, _reference(config, uri, tune_limit))
+                if tune
+                else None
             )
             result = run_training(
                 config,
                 tracking_uri=tracking_uri,
                 promote=not no_promote,
                 progress=progress,
-                policies=policies,
+                policies=None if tuning is None else tuning[0],
                 compute=client,
             )
-            if backtests:
-                uri = resolve_tracking_uri(tracking_uri, config.mlflow.tracking_uri)
-                record_tuning(uri, result, backtests)
+            if tuning is not None:
+                record_tuning(uri, result, tuning[1], tuning[2])
     except PrewarmError as exc:
         code = exit_code(exc)
         if code is ExitCode.CONFIG:
@@ -127,14 +143,50 @@ def train(
         sys.exit(ExitCode.NOT_PROMOTED)
 
 
+@dataclass(frozen=True)
+class _Reference:
+    """What ``--tune-limit`` ranks the fleet against: the champion's registered policies,
+    those of them no backtest has scored, and where they come from."""
+
+    limit: int | None
+    registered: dict[str, Any] = field(default_factory=dict)
+    pending: set[str] = field(default_factory=set)
+    origin: str = "no champion"
+
+
+def _reference(config: Any, uri: str, limit: int | None) -> _Reference:
+    """The champion's tuning, read only with a limit (without one every workload is tuned)."""
+    from prewarm.manifests import registered_policies
+    from training.store import store_client
+    from training.tracking import pending_workloads
+
+    champion = None if limit is None else registered_policies(config, uri)
+    if champion is None or champion.version is None:
+        return _Reference(limit)
+    name = config.mlflow.registered_model
+    pending = pending_workloads(store_client(uri), name, champion.version)
+    return _Reference(
+        limit,
+        champion.by_workload,
+        set(champion.by_workload) if pending is None else pending,
+        champion.origin,
+    )
+
+
 def _tuned(
-    config: Any, config_path: Path, client: Client | None, progress: Any
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """``--tune``: each workload's policy with hybrid's out-of-sample tuned settings, and the
-    backtest documents of the workloads tuned."""
+    config: Any,
+    config_path: Path,
+    client: Client | None,
+    progress: Any,
+    reference: _Reference,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], TuningRotation]:
+    """``--tune``: each workload's policy with hybrid's out-of-sample tuned settings, the
+    backtest documents of the workloads tuned, and which ones the run tuned (all of them
+    unless ``reference.limit``: then the others keep the champion's tuned settings)."""
     from prewarm.config_backtest import backtest_workloads, tuned_policies
     from training.measured import resolve_measured
     from training.pipeline import pull_workloads
+    from training.rotation import DAY_SECONDS, rotation
     from training.sources import make_source
 
     source = make_source(config.source.type, config.source)
@@ -146,14 +198,54 @@ def _tuned(
     finally:
         source.close()
     kept = skipped.config_without(config)
-    documents = backtest_workloads(
-        kept, config_path, history, None, progress=progress, client=client
+    day = int(history.frame["timestamp"].max().timestamp()) // DAY_SECONDS
+    turn = rotation(kept.policies, reference.registered, reference.pending, reference.limit, day)
+    _log_rotation(turn, reference)
+    chosen = kept.model_copy(
+        update={"workloads": [w for w in kept.workloads if w.name in turn.tuned]}
     )
-    tuned = tuned_policies(kept, documents)
+    documents = backtest_workloads(
+        chosen, config_path, history, None, progress=progress, client=client
+    )
+    tuned = tuned_policies(chosen, documents)
     for name, policy in tuned.items():
         _log_tuned(name, policy.settings(), documents[name])
     # A skipped workload keeps the file's policy: the training run skips it again.
-    return {**config.policies, **tuned}, documents
+    return {**config.policies, **turn.kept, **tuned}, documents, turn
+
+
+def _log_rotation(turn: TuningRotation, reference: _Reference) -> None:
+    """What a ``--tune-limit`` run tunes and what the others keep, warning where a kept
+    policy's settings are not what a backtest scored."""
+    from forecaster.exceptions import shown
+    from training.rotation import CHANGED, NEW, PENDING
+
+    if reference.limit is None:
+        return
+    log = logging.getLogger("prewarm.train")
+    log.info(
+        "--tune-limit %d: tuning %d of %d workloads this run; the other %d keep the tuned "
+        "settings of %s",
+        reference.limit,
+        len(turn.tuned),
+        len(turn.reasons),
+        len(turn.kept),
+        reference.origin,
+    )
+    for why, meaning in (
+        (CHANGED, "their policy changed since it was tuned: they keep its settings on the "
+         "new policy"),
+        (NEW, "new: they keep the config's settings, as train without --tune"),
+        (PENDING, "no backtest has scored their registered settings yet"),
+    ):  # fmt: skip
+        left = [name for name in turn.pending if turn.reasons[name] == why]
+        if left:
+            log.warning(
+                "workloads %s, past --tune-limit %d this run: %s; the next run tunes them first",
+                shown(left),
+                reference.limit,
+                meaning,
+            )
 
 
 def _log_tuned(name: str, settings: dict[str, float], document: dict[str, Any]) -> None:

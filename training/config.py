@@ -159,15 +159,19 @@ from forecaster.frame import MAX_GRID_CELLS
 from forecaster.models import DEFAULT_MODEL, MODELS, make_model, unknown_model
 from forecaster.policies import POLICIES
 from forecaster.policies.predictive import QUANTILE_GRID
-from forecaster.workload import DEFAULT_TOLERANCE, TUNED, ColdStart, WorkloadPolicy, WorkloadSpec
+from forecaster.workload import (
+    DEFAULT_TOLERANCE,
+    LEARNED,
+    TUNED,
+    ColdStart,
+    WorkloadPolicy,
+    WorkloadSpec,
+)
 from training.compute import scheduler_address
 from training.documents import dumps
 from training.redaction import redact
 
 logger = logging.getLogger(__name__)
-
-# WorkloadPolicy fields training learns from the history, never stated in the file.
-LEARNED = ("buffer", "buffer_level")
 
 DURATION_EXPECTED = "must be a duration like '5m' or a number of seconds > 0"
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from forecaster.backtest.frontier import headline_point, run_policy
-from forecaster.exceptions import ConfigError
+from forecaster.exceptions import ConfigError, shown
 from forecaster.workload import WorkloadPolicy
 from training.documents import finite
 from training.exceptions import TrackingError
@@ -49,6 +49,12 @@ TAG_CONFIG = "prewarm.config_fingerprint"
 TAG_VERDICT = "prewarm.gate"
 POLICIES_ARTIFACT = "policies.json"
 """The run's artifact holding each workload's registered policy (``WorkloadPolicy.to_dict``)."""
+TUNING_DEPLOYED = "tuning/deployed.json"
+"""A ``train --tune`` run's artifact: each tuned workload's out-of-sample deployed section."""
+TUNING_PENDING = "tuning/pending.json"
+"""A ``train --tune`` run's artifact: the workloads it registered with settings no backtest
+has scored for their policy (past ``--tune-limit``, :mod:`training.rotation`), as
+``{"workloads": [names]}``."""
 
 
 def utc_now() -> datetime:
@@ -214,6 +220,42 @@ def registered_policies(client: MlflowClient, name: str, version: str) -> dict[s
         return {workload: WorkloadPolicy.from_dict(d) for workload, d in document.items()}
     except (ConfigError, TypeError, KeyError, AttributeError) as exc:
         raise TrackingError(f"{label} does not hold workload policies: {exc}") from exc
+
+
+def pending_workloads(client: MlflowClient, name: str, version: str) -> set[str] | None:
+    """The workloads of version ``version`` of model ``name`` whose registered settings no
+    backtest has scored: its run's :data:`TUNING_PENDING`, none where a tuning run left no
+    such artifact, and ``None`` (every one) where the run did not tune at all.
+
+    Raises
+    ------
+    TrackingError
+        The version's run or its artifacts cannot be read.
+    """
+    from mlflow.exceptions import MlflowException
+
+    label = f"the tuning record of model {name!r} version {version}"
+    try:
+        run_id = client.get_model_version(name, version).run_id
+        if run_id is None:
+            raise TrackingError(f"cannot read {label}: the version has no run")
+        kept = {a.path for a in client.list_artifacts(run_id, TUNING_DEPLOYED.split("/")[0])}
+        if TUNING_DEPLOYED not in kept:
+            return None
+        if TUNING_PENDING not in kept:
+            return set()
+        with tempfile.TemporaryDirectory() as folder:
+            document = json.loads(
+                Path(client.download_artifacts(run_id, TUNING_PENDING, folder)).read_text()
+            )
+    except (MlflowException, OSError, ValueError) as exc:
+        raise TrackingError(f"cannot read {label}: {exc}") from exc
+    names = document.get("workloads") if isinstance(document, dict) else None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise TrackingError(
+            f'{label}: {TUNING_PENDING} is not {{"workloads": [names]}}: {shown(document)}'
+        )
+    return set(names)
 
 
 @dataclass(frozen=True)
