@@ -31,10 +31,13 @@ A nested stage's time and memory are its own, not its caller's (features inside 
 features): the features row's peak is the highest of its calls, the last of which runs while
 MLflow logging holds its own memory. Writes ``benchmarks/results/train_scale.{md,json}``.
 
-    python benchmarks/train_scale.py --workloads 10,100,300 [--days 30] [--tune] [DATA_DIR]
+    python benchmarks/train_scale.py --workloads 10,100,300 [--days 30] [--tune]
+        [--tune-limit K] [DATA_DIR]
 
 ``--tune`` trains as the nightly CronJob does (``prewarm train --tune``): each workload is
-backtested first, on worker processes as the gate's sweeps are.
+backtested first, on worker processes as the gate's sweeps are. ``--tune-limit K`` (with
+``--tune``) backtests at most K of them, as ``prewarm train --tune-limit`` does; the store is
+fresh, so the run tunes K new workloads and registers the others with the config's settings.
 
 With ``--dask-workers K``, the largest N is also trained with ``--dask-scheduler`` on a fresh
 ``distributed.LocalCluster`` of K worker processes, and the two runs are compared.
@@ -260,7 +263,8 @@ def _status(pid: int) -> dict[str, int]:
 
 
 def child(config_path: str, out_path: str, scheduler: str = "", tune: str = "") -> None:
-    """The training process: ``prewarm train`` under the probe; writes the stage figures."""
+    """The training process: ``prewarm train`` under the probe; writes the stage figures.
+    ``tune``: the tuning options, space-separated (``--tune --tune-limit 5``)."""
     probe = StageProbe()
     watch = WorkerWatch()
     watch.start()
@@ -270,7 +274,7 @@ def child(config_path: str, out_path: str, scheduler: str = "", tune: str = "") 
 
         probe.install()
     distributed = ["--dask-scheduler", scheduler] if scheduler else []
-    tuned = ["--tune"] if tune else []
+    tuned = tune.split()
     try:
         cli.main(
             ["train", "--config", config_path, "--no-progress", "--log-level", "WARNING",
@@ -304,9 +308,10 @@ def run(
     model: str = DEFAULT_MODEL,
     fit_jobs: int | None = None,
     tune: bool = False,
+    tune_limit: int | None = None,
 ) -> dict[str, Any]:
     """Train on ``n`` workloads in a fresh process and store; its stage figures and wall time.
-    ``tune``: ``prewarm train --tune``.
+    ``tune``: ``prewarm train --tune``, with ``--tune-limit tune_limit`` when given.
 
     With ``dask_workers``, on a new ``LocalCluster`` of that many worker processes (one
     thread each), whose workers' peak memory is reported beside the training process's.
@@ -320,7 +325,8 @@ def run(
         began = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-c", "import sys; from benchmarks.train_scale import child; "
-             "child(*sys.argv[1:])", str(path), str(figures), scheduler, "1" if tune else ""],
+             "child(*sys.argv[1:])", str(path), str(figures), scheduler,
+             tuning_options(tune, tune_limit)],
             cwd=out, capture_output=True, text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path[1:]])},
         )  # fmt: skip
@@ -333,13 +339,27 @@ def run(
         )
     result.update(
         workloads=n, days=days, dask_workers=dask_workers, wall_time_s=wall, model=model,
-        fit_jobs=fit_jobs, tune=tune, stdout=done.stdout.strip(),
+        fit_jobs=fit_jobs, tune=tune, tune_limit=tune_limit, stdout=done.stdout.strip(),
     )  # fmt: skip
     result["peak_total_bytes"] = max(result["peak_bytes"].values())
     if result["exit_code"] not in (0, 4):
         raise RuntimeError(f"training on {n} workloads exited {result['exit_code']}:\n"
                            f"{done.stderr[-3000:]}")  # fmt: skip
     return result
+
+
+def options(r: dict[str, Any]) -> list[str]:
+    """A recorded run's tuning options, as arguments."""
+    return tuning_options(bool(r.get("tune")), r.get("tune_limit")).split()
+
+
+def tuning_options(tune: bool, limit: int | None) -> str:
+    """``prewarm train``'s tuning options as the run used them, space-separated.
+
+    >>> tuning_options(True, 5), tuning_options(True, None), tuning_options(False, None)
+    ('--tune --tune-limit 5', '--tune', '')
+    """
+    return " ".join([*(["--tune"] if tune else []), *([f"--tune-limit {limit}"] if limit else [])])
 
 
 @contextmanager
@@ -428,7 +448,7 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
     lines = [
         "# Training at scale: wall time and peak memory per stage",
         "",
-        f"`prewarm train{' --tune' if runs[0].get('tune') else ''}` on N workloads x "
+        f"`{' '.join(['prewarm train', *options(runs[0])])}` on N workloads x "
         f"{runs[0]['days']} days at 1-minute steps (file "
         f"source, model `{runs[0]['model']}`, {_configuration(runs[0])}), each N "
         "in its own process with a fresh MLflow store; 1-minute load average "
@@ -494,7 +514,7 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
     dask = f" --dask-workers {workers}" if workers else ""
     model = "" if runs[0]["model"] == DEFAULT_MODEL else f" --model {runs[0]['model']}"
     model += f" --fit-jobs {runs[0]['fit_jobs']}" if runs[0].get("fit_jobs") else ""
-    model += " --tune" if runs[0].get("tune") else ""
+    model += "".join(f" {option}" for option in options(runs[0]))
     sizes_run = ",".join(str(r["workloads"]) for r in local or runs)
     lines += [
         "",
@@ -526,6 +546,12 @@ def main() -> None:
         help="train as the nightly CronJob does, with --tune: each workload backtested first",
     )
     parser.add_argument(
+        "--tune-limit",
+        type=int,
+        default=None,
+        help="with --tune: backtest at most this many workloads (prewarm train --tune-limit)",
+    )
+    parser.add_argument(
         "--dask-workers",
         type=int,
         default=0,
@@ -533,6 +559,8 @@ def main() -> None:
         "workers",
     )
     args = parser.parse_args()
+    if args.tune_limit is not None and (args.tune_limit < 1 or not args.tune):
+        parser.error(f"--tune-limit must be 1 or more, with --tune; got {args.tune_limit}")
     sizes = [int(n) for n in args.workloads.split(",")]
     if not 2 <= args.days <= DAYS:
         parser.error(f"--days must be 2 to {DAYS}, got {args.days}")
@@ -549,7 +577,10 @@ def main() -> None:
     for n in sizes:
         # The Dask run, at the largest N only, is the comparison, not another curve.
         for workers in (0, args.dask_workers) if args.dask_workers and n == max(sizes) else (0,):
-            runs.append(run(base, n, args.days, workers, args.model, args.fit_jobs, args.tune))
+            runs.append(
+                run(base, n, args.days, workers, args.model, args.fit_jobs, args.tune,
+                    args.tune_limit)
+            )  # fmt: skip
             r = runs[-1]
             print(f"{label(r)}: {r['wall_time_s']:.1f} s, peak "
                   f"{r['peak_total_bytes'] / MIB:,.0f} MiB, exit {r['exit_code']}",

@@ -19,6 +19,7 @@ import yaml
 
 from prewarm.certs import APISERVICE_CHECK, APPLY, issue, new_ca, secret_manifest
 from prewarm.services import NAMESPACE, SERVICE, host, service_names
+from prewarm.train import train
 from serving.wire import k8s
 from tests.deploy.rendered import (
     DEPLOY,
@@ -225,6 +226,9 @@ def test_training_and_serving_share_one_config_and_the_mlflow_server(install: st
         assert not any("persistentVolumeClaim" in v for v in pod["volumes"])
     (job,) = [container(one(objects, "CronJob"))]
     assert job["args"][:3] == ["train", "--config", CONFIG_PATH]
+    # the nightly run as `prewarm train` parses it: tuned, its backtests bounded
+    options = train.make_context("train", job["args"][1:]).params
+    assert options["tune"] and options["tune_limit"] == 80
 
     # The tracking URI is the MLflow Service of the install, over HTTP.
     uri = urlsplit(config.mlflow.tracking_uri)

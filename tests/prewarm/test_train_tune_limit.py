@@ -63,6 +63,11 @@ def version_artifacts(tmp_path: Path, version: str) -> dict[str, Any]:
         },
         "tuned": sorted(read(TUNING_DEPLOYED)),
         "pending": read(TUNING_PENDING)["workloads"],
+        "counts": {
+            key: value
+            for key, value in client.get_run(run_id).data.metrics.items()
+            if key in ("tuning.workloads", "tuning.kept", "tuning.pending")
+        },
     }
 
 
@@ -76,6 +81,7 @@ def test_one_workload_a_night_tunes_the_untuned_one_first_the_next_night(tmp_pat
     (tuned,) = v1["tuned"]
     (untuned,) = set(WORKLOADS) - {tuned}
     assert v1["pending"] == [untuned]
+    assert v1["counts"] == {"tuning.workloads": 1, "tuning.kept": 1, "tuning.pending": 1}
     # the new workload past the limit is registered with the config's own settings (it
     # leaves them to the spec), the tuned one with the backtest's
     assert v1["settings"][untuned] == {
@@ -91,6 +97,7 @@ def test_one_workload_a_night_tunes_the_untuned_one_first_the_next_night(tmp_pat
     assert second.exit_code in (ExitCode.OK, ExitCode.NOT_PROMOTED), second.output
     v2 = version_artifacts(tmp_path, "2")
     assert v2["tuned"] == [untuned] and v2["pending"] == []
+    assert v2["counts"] == {"tuning.workloads": 1, "tuning.kept": 1, "tuning.pending": 0}
     # the workload tuned the night before keeps that night's tuned settings
     assert v2["settings"][tuned] == v1["settings"][tuned]
 
