@@ -35,6 +35,7 @@ from prewarm.options import (
 if TYPE_CHECKING:
     from distributed import Client
 
+    from forecaster.workload import WorkloadPolicy
     from training.rotation import TuningRotation
 
 # The shadow report exits by the same table under these names.
@@ -67,8 +68,9 @@ EXIT_DATA = ExitCode.DATA
     type=click.IntRange(min=1),
     metavar="N",
     help="With --tune: backtest at most N workloads this run (new ones, then those whose "
-    "policy changed, then a rotation by the data's day); the others keep the champion's "
-    "tuned settings. Bounds the run's time on a large fleet (docs/training.md).",
+    "policy changed, then those whose settings no backtest has scored, then a rotation by the "
+    "data's day); the others keep the champion's tuned settings. Bounds the run's time on a "
+    "large fleet (docs/training.md).",
 )
 @dask_scheduler_option(
     "Run the gate's policy sweeps of the scored workloads, and with --tune the workloads' "
@@ -149,7 +151,7 @@ class _Reference:
     those of them no backtest has scored, and where they come from."""
 
     limit: int | None
-    registered: dict[str, Any] = field(default_factory=dict)
+    registered: dict[str, WorkloadPolicy] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)
     origin: str = "no champion"
 
