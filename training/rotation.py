@@ -90,7 +90,8 @@ def rotation(
         At most this many workloads are tuned; ``None`` tunes them all.
     day
         The run's day of data (days since the epoch of its last timestamp): it turns the
-        rotation, so a rerun on the same data tunes the same workloads.
+        rotation, so a rerun on the same data against the same champion tunes the same
+        workloads.
 
     Examples
     --------
