@@ -226,27 +226,29 @@ def _log_rotation(turn: TuningRotation, reference: _Reference) -> None:
         return
     log = logging.getLogger("prewarm.train")
     log.info(
-        "--tune-limit %d: tuning %d of %d workloads this run; the other %d keep the tuned "
-        "settings of %s",
+        "--tune-limit %d: tuning %d of %d workloads this run; %s",
         reference.limit,
         len(turn.tuned),
         len(turn.reasons),
-        len(turn.kept),
-        reference.origin,
+        f"the other {len(turn.kept)} keep their settings in {reference.origin}"
+        if reference.registered
+        else "no champion: the others are registered with the config's settings",
     )
-    for why, meaning in (
-        (CHANGED, "their policy changed since it was tuned: they keep its settings on the "
-         "new policy"),
-        (NEW, "new: they keep the config's settings, as train without --tune"),
-        (PENDING, "no backtest has scored their registered settings yet"),
+    for why, what in (
+        (NEW, "are new: they are registered with the config's settings, as train without "
+         "--tune registers them"),
+        (CHANGED, "changed since they were tuned: they keep their tuned settings on the "
+         "changed policy, which no backtest has scored"),
+        (PENDING, "keep registered settings that no backtest has scored"),
     ):  # fmt: skip
         left = [name for name in turn.pending if turn.reasons[name] == why]
         if left:
             log.warning(
-                "workloads %s, past --tune-limit %d this run: %s; the next run tunes them first",
+                "workloads %s, past --tune-limit %d this run, %s; the next run tunes them "
+                "before the rotation",
                 shown(left),
                 reference.limit,
-                meaning,
+                what,
             )
 
 

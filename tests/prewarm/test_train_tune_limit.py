@@ -90,7 +90,7 @@ def test_one_workload_a_night_tunes_the_untuned_one_first_the_next_night(tmp_pat
         "tolerance": 0.1,
     }
     assert v1["settings"][tuned]["quantile"] is not None
-    assert f"workloads {[untuned]!r}, past --tune-limit 1 this run: new" in first.output
+    assert f"workloads {[untuned]!r}, past --tune-limit 1 this run, are new" in first.output
 
     write_history(tmp_path, days=6)  # the next night: one more day of data
     second = CliRunner().invoke(cli, args)
