@@ -228,7 +228,7 @@ def test_training_and_serving_share_one_config_and_the_mlflow_server(install: st
     assert job["args"][:3] == ["train", "--config", CONFIG_PATH]
     # the nightly run as `prewarm train` parses it: tuned, its backtests bounded
     options = train.make_context("train", job["args"][1:]).params
-    assert options["tune"] and options["tune_limit"] == 80
+    assert options["tune"] and options["tune_limit"] == 70
 
     # The tracking URI is the MLflow Service of the install, over HTTP.
     uri = urlsplit(config.mlflow.tracking_uri)
