@@ -178,15 +178,23 @@ def _check_workers(client: Client, address: str, timeout: float) -> None:
         )
 
 
+LOCAL_POOL_MIN_CALLS = 8
+"""Fewest calls run on local worker processes by default: starting one (a fresh interpreter
+importing prewarm, about 2 s) costs more than a handful of small calls, such as the gate's
+sweeps of one workload each."""
+
+
 def map_calls(
     function: Callable[..., R],
     calls: Mapping[str, Sequence[Any]],
     client: Client | None,
+    min_local_calls: int = LOCAL_POOL_MIN_CALLS,
 ) -> Iterator[tuple[str, R]]:
     """Each ``function(*calls[name])`` with its ``name``: on the cluster's workers with a
-    client, else on this machine: in order here when there are few calls or one usable CPU,
-    otherwise on a worker process per usable CPU (:func:`usable_cpus`: the CronJob's CPU
-    limit). Off this process, results are yielded as they complete.
+    client, else on this machine: in order here when there are fewer than
+    ``min_local_calls`` calls or one usable CPU, otherwise on a worker process per usable CPU
+    (:func:`usable_cpus`: the CronJob's CPU limit). Off this process, results are yielded as
+    they complete.
 
     ``function`` must be pure and importable on the workers (a module-level
     :mod:`forecaster` function): the cluster, or the local processes, run it on pickled
@@ -199,7 +207,7 @@ def map_calls(
         worker process dies (killed for memory, say).
     """
     if client is None:
-        workers = min(usable_cpus(), len(calls)) if len(calls) >= LOCAL_POOL_MIN_CALLS else 1
+        workers = min(usable_cpus(), len(calls)) if len(calls) >= min_local_calls else 1
         if workers > 1:
             yield from _in_processes(function, calls, workers)
             return
@@ -213,11 +221,6 @@ def map_calls(
     for future in as_completed(futures, loop=client.loop):
         name = futures[future]
         yield name, _result(future, name)
-
-
-LOCAL_POOL_MIN_CALLS = 8
-"""Fewest calls run on local worker processes: starting one (a fresh interpreter importing
-prewarm) costs seconds, which a handful of calls does not repay."""
 
 
 def _in_processes(

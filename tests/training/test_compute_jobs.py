@@ -96,6 +96,21 @@ def test_many_calls_run_on_local_processes_with_the_same_results(monkeypatch, ca
     assert "MainProcess" not in workers
 
 
+def test_a_caller_whose_calls_are_long_starts_the_processes_from_fewer_calls(monkeypatch, caplog):
+    # the backtests of `backtest --config` and `train --tune`: two repay the processes' start
+    monkeypatch.setattr(compute, "usable_cpus", lambda: 2)
+    calls = {"w0": (3,), "w1": (4,)}
+    with caplog.at_level(logging.WARNING, logger="forecaster"):
+        results = dict(compute.map_calls(logged_square, calls, None, min_local_calls=2))
+    assert results == {"w0": 9, "w1": 16}
+    workers = {r.processName for r in caplog.records if r.name == "forecaster.models"}
+    assert workers and "MainProcess" not in workers
+    # by default two calls run here
+    assert {pid for _, pid in compute.map_calls(lambda v: os.getpid(), calls, None)} == {
+        os.getpid()
+    }
+
+
 def test_few_calls_or_one_cpu_run_here_in_order(monkeypatch):
     monkeypatch.setattr(compute, "usable_cpus", lambda: 1)
     calls = {f"w{i}": (i,) for i in range(compute.LOCAL_POOL_MIN_CALLS)}
