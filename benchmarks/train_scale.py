@@ -326,7 +326,7 @@ def run(
         done = subprocess.run(
             [sys.executable, "-c", "import sys; from benchmarks.train_scale import child; "
              "child(*sys.argv[1:])", str(path), str(figures), scheduler,
-             tuning_options(tune, tune_limit)],
+             " ".join(tuning_options(tune, tune_limit))],
             cwd=out, capture_output=True, text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path[1:]])},
         )  # fmt: skip
@@ -348,18 +348,13 @@ def run(
     return result
 
 
-def options(r: dict[str, Any]) -> list[str]:
-    """A recorded run's tuning options, as arguments."""
-    return tuning_options(bool(r.get("tune")), r.get("tune_limit")).split()
-
-
-def tuning_options(tune: bool, limit: int | None) -> str:
-    """``prewarm train``'s tuning options as the run used them, space-separated.
+def tuning_options(tune: bool | None, limit: int | None) -> list[str]:
+    """``prewarm train``'s tuning options as a run used them.
 
     >>> tuning_options(True, 5), tuning_options(True, None), tuning_options(False, None)
-    ('--tune --tune-limit 5', '--tune', '')
+    (['--tune', '--tune-limit', '5'], ['--tune'], [])
     """
-    return " ".join([*(["--tune"] if tune else []), *([f"--tune-limit {limit}"] if limit else [])])
+    return [*(["--tune"] if tune else []), *(["--tune-limit", str(limit)] if limit else [])]
 
 
 @contextmanager
@@ -442,13 +437,14 @@ def versus(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
+    tuning = tuning_options(runs[0].get("tune"), runs[0].get("tune_limit"))
     sizes = " | ".join(label(r) for r in runs)
     rule = "|---" + "|---:" * (len(runs) + 1) + "|"
     local = [r for r in runs if not r["dask_workers"]]
     lines = [
         "# Training at scale: wall time and peak memory per stage",
         "",
-        f"`{' '.join(['prewarm train', *options(runs[0])])}` on N workloads x "
+        f"`{' '.join(['prewarm train', *tuning])}` on N workloads x "
         f"{runs[0]['days']} days at 1-minute steps (file "
         f"source, model `{runs[0]['model']}`, {_configuration(runs[0])}), each N "
         "in its own process with a fresh MLflow store; 1-minute load average "
@@ -514,7 +510,7 @@ def markdown(runs: list[dict[str, Any]], load: tuple[float, float]) -> str:
     dask = f" --dask-workers {workers}" if workers else ""
     model = "" if runs[0]["model"] == DEFAULT_MODEL else f" --model {runs[0]['model']}"
     model += f" --fit-jobs {runs[0]['fit_jobs']}" if runs[0].get("fit_jobs") else ""
-    model += "".join(f" {option}" for option in options(runs[0]))
+    model += "".join(f" {option}" for option in tuning)
     sizes_run = ",".join(str(r["workloads"]) for r in local or runs)
     lines += [
         "",

@@ -18,7 +18,7 @@ import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
@@ -127,11 +127,11 @@ def train(
                 tracking_uri=tracking_uri,
                 promote=not no_promote,
                 progress=progress,
-                policies=None if tuning is None else tuning[0],
+                policies=None if tuning is None else tuning.policies,
                 compute=client,
             )
             if tuning is not None:
-                record_tuning(uri, result, tuning[1], tuning[2])
+                record_tuning(uri, result, tuning.documents, tuning.turn)
     except PrewarmError as exc:
         code = exit_code(exc)
         if code is ExitCode.CONFIG:
@@ -154,6 +154,15 @@ class _Reference:
     registered: dict[str, WorkloadPolicy] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)
     origin: str = "no champion"
+
+
+class _Tuning(NamedTuple):
+    """What ``--tune`` decided: every workload's policy to register, the backtest documents
+    of the workloads it tuned, and which ones those are."""
+
+    policies: dict[str, WorkloadPolicy]
+    documents: dict[str, dict[str, Any]]
+    turn: TuningRotation
 
 
 def _reference(config: Any, uri: str, limit: int | None) -> _Reference:
@@ -181,14 +190,13 @@ def _tuned(
     client: Client | None,
     progress: Any,
     reference: _Reference,
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]], TuningRotation]:
-    """``--tune``: each workload's policy with hybrid's out-of-sample tuned settings, the
-    backtest documents of the workloads tuned, and which ones the run tuned (all of them
-    unless ``reference.limit``: then the others keep the champion's tuned settings)."""
+) -> _Tuning:
+    """``--tune``: each workload's policy with hybrid's out-of-sample tuned settings (all of
+    them unless ``reference.limit``: then the others keep the champion's tuned settings)."""
     from prewarm.config_backtest import backtest_workloads, tuned_policies
     from training.measured import resolve_measured
     from training.pipeline import pull_workloads
-    from training.rotation import DAY_SECONDS, rotation
+    from training.rotation import rotation
     from training.sources import make_source
 
     source = make_source(config.source.type, config.source)
@@ -200,7 +208,7 @@ def _tuned(
     finally:
         source.close()
     kept = skipped.config_without(config)
-    day = int(history.frame["timestamp"].max().timestamp()) // DAY_SECONDS
+    day = history.frame["timestamp"].max().toordinal()
     turn = rotation(kept.policies, reference.registered, reference.pending, reference.limit, day)
     _log_rotation(turn, reference)
     chosen = kept.model_copy(
@@ -213,7 +221,7 @@ def _tuned(
     for name, policy in tuned.items():
         _log_tuned(name, policy.settings(), documents[name])
     # A skipped workload keeps the file's policy: the training run skips it again.
-    return {**config.policies, **turn.kept, **tuned}, documents, turn
+    return _Tuning({**config.policies, **turn.kept, **tuned}, documents, turn)
 
 
 def _log_rotation(turn: TuningRotation, reference: _Reference) -> None:

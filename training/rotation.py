@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from forecaster.exceptions import ConfigError
 from forecaster.workload import LEARNED, TUNED, WorkloadPolicy
 
-DAY_SECONDS = 86400
 NEW, CHANGED, PENDING, DUE = "new", "changed", "pending", "due"
 RANKS = (NEW, CHANGED, PENDING, DUE)
 
@@ -89,7 +88,7 @@ def rotation(
     limit
         At most this many workloads are tuned; ``None`` tunes them all.
     day
-        The run's day of data (days since the epoch of its last timestamp): it turns the
+        The run's day of data (the ordinal of its last timestamp's date): it turns the
         rotation, so a rerun on the same data against the same champion tunes the same
         workloads.
 

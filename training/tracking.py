@@ -208,12 +208,9 @@ def registered_policies(client: MlflowClient, name: str, version: str) -> dict[s
 
     label = f"{POLICIES_ARTIFACT} of model {name!r} version {version}"
     try:
-        run_id = client.get_model_version(name, version).run_id
-        if run_id is None:
-            raise TrackingError(f"cannot read {label}: the version has no run")
-        with tempfile.TemporaryDirectory() as folder:
-            path = client.download_artifacts(run_id, POLICIES_ARTIFACT, folder)
-            document = json.loads(Path(path).read_text())
+        document = _json_artifact(
+            client, _version_run(client, name, version, label), POLICIES_ARTIFACT
+        )
     except (MlflowException, OSError, ValueError) as exc:
         raise TrackingError(f"cannot read {label}: {exc}") from exc
     try:
@@ -236,18 +233,13 @@ def pending_workloads(client: MlflowClient, name: str, version: str) -> set[str]
 
     label = f"the tuning record of model {name!r} version {version}"
     try:
-        run_id = client.get_model_version(name, version).run_id
-        if run_id is None:
-            raise TrackingError(f"cannot read {label}: the version has no run")
+        run_id = _version_run(client, name, version, label)
         kept = {a.path for a in client.list_artifacts(run_id, TUNING_DEPLOYED.split("/")[0])}
         if TUNING_DEPLOYED not in kept:
             return None
         if TUNING_PENDING not in kept:
             return set()
-        with tempfile.TemporaryDirectory() as folder:
-            document = json.loads(
-                Path(client.download_artifacts(run_id, TUNING_PENDING, folder)).read_text()
-            )
+        document = _json_artifact(client, run_id, TUNING_PENDING)
     except (MlflowException, OSError, ValueError) as exc:
         raise TrackingError(f"cannot read {label}: {exc}") from exc
     names = document.get("workloads") if isinstance(document, dict) else None
@@ -256,6 +248,21 @@ def pending_workloads(client: MlflowClient, name: str, version: str) -> set[str]
             f'{label}: {TUNING_PENDING} is not {{"workloads": [names]}}: {shown(document)}'
         )
     return set(names)
+
+
+def _version_run(client: MlflowClient, name: str, version: str, label: str) -> str:
+    """The run that logged version ``version`` of model ``name``; ``label`` names what is
+    read from it in the error."""
+    run_id = client.get_model_version(name, version).run_id
+    if run_id is None:
+        raise TrackingError(f"cannot read {label}: the version has no run")
+    return run_id
+
+
+def _json_artifact(client: MlflowClient, run_id: str, path: str) -> Any:
+    """The JSON artifact ``path`` of run ``run_id``, parsed."""
+    with tempfile.TemporaryDirectory() as folder:
+        return json.loads(Path(client.download_artifacts(run_id, path, folder)).read_text())
 
 
 @dataclass(frozen=True)
